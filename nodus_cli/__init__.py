@@ -1,0 +1,3 @@
+"""nodus: validate, price and run GPU workloads described in TOML files."""
+
+__version__ = "0.1.0"

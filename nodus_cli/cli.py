@@ -1,0 +1,207 @@
+"""The ``nodus`` command line: options and help only; each command's work lives below it.
+
+Command bodies import their modules lazily so ``nodus --help`` and ``nodus validate``
+never pay for the Docker SDK, httpx or the catalog.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from nodus_cli import __version__
+
+app = typer.Typer(
+    name="nodus",
+    help="Validate, price and run GPU workloads described in TOML files.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+swarm_app = typer.Typer(help="Prepare machines for a Docker Swarm cluster.", no_args_is_help=True)
+app.add_typer(swarm_app, name="swarm")
+
+
+class Format(str, Enum):
+    text = "text"
+    github = "github"
+
+
+class Target(str, Enum):
+    catalog = "catalog"
+    local = "local"
+    swarm = "swarm"
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+CatalogOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--catalog",
+        metavar="FILE.csv",
+        help="Use this catalog instead of the embedded one (also NODUS_CATALOG).",
+    ),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"nodus {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Validate, price and run GPU workloads described in TOML files."""
+
+
+@app.command()
+def validate(
+    paths: Annotated[list[str], typer.Argument(help="Workload files or folders (*.toml).")],
+    as_json: JsonOpt = False,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="text, or github for Actions annotations.")
+    ] = Format.text,
+) -> None:
+    """Check workload files; exit 0 when all are valid, 1 when any is invalid."""
+    from nodus_cli.commands import validate as command
+
+    raise typer.Exit(command.run(paths, as_json, fmt.value))
+
+
+@app.command()
+def gpus(
+    name: Annotated[str | None, typer.Argument(help="A GPU model, in any accepted spelling.")] = None,
+    supplier: Annotated[str | None, typer.Option(help="Only this supplier's offers.")] = None,
+    location: Annotated[str | None, typer.Option(help="Only offers in this region or area.")] = None,
+    count: Annotated[int | None, typer.Option(help="Only machines with this many GPUs.")] = None,
+    catalog: CatalogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The canonical GPU models with their offers and lowest prices."""
+    from nodus_cli.commands import gpus as command
+
+    raise typer.Exit(command.run(name, supplier, location, count, catalog, as_json))
+
+
+@app.command()
+def plan(
+    file: Annotated[str, typer.Argument(help="The workload file.")],
+    target: Annotated[
+        Target, typer.Option(help="Inventory to plan against: catalog, local or swarm.")
+    ] = Target.catalog,
+    catalog: CatalogOpt = None,
+    top: Annotated[int, typer.Option(help="Candidates shown per stage (all in --json).")] = 5,
+    as_json: JsonOpt = False,
+) -> None:
+    """Price every configuration that can run the workload; exit 3 when none can."""
+    from nodus_cli.commands import plan as command
+
+    raise typer.Exit(command.run(file, target.value, catalog, top, as_json))
+
+
+@app.command()
+def run(
+    file: Annotated[str, typer.Argument(help="The workload file.")],
+    target: Annotated[Target, typer.Option(help="Where to run: local or swarm.")] = Target.local,
+    catalog: CatalogOpt = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan only, like `nodus plan`.")] = False,
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="Start it and print the run id.")
+    ] = False,
+    retries: Annotated[
+        int, typer.Option(min=0, max=10, help="Re-run a stage after an infrastructure failure.")
+    ] = 0,
+    top: Annotated[int, typer.Option(help="Candidates shown per stage with --dry-run.")] = 5,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the workload: each stage as a container with exactly the GPUs asked for."""
+    if dry_run:
+        from nodus_cli.commands import plan as planning
+
+        raise typer.Exit(planning.run(file, target.value, catalog, top, as_json))
+    from nodus_cli.commands import run as command
+
+    raise typer.Exit(command.run(file, target.value, catalog, detach, retries, as_json))
+
+
+@app.command()
+def rerun(
+    run_id: Annotated[str, typer.Argument(help="A recorded run (see `nodus runs`).")],
+    detach: Annotated[bool, typer.Option("--detach", "-d")] = False,
+    retries: Annotated[int, typer.Option(min=0, max=10)] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a recorded run again from its normalized workload."""
+    from nodus_cli.commands import run as command
+
+    raise typer.Exit(command.rerun(run_id, detach, retries, as_json))
+
+
+@app.command()
+def runs(
+    limit: Annotated[int, typer.Option(help="How many runs to show.")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recorded runs, newest first."""
+    from nodus_cli.commands import runs as command
+
+    raise typer.Exit(command.list_runs(limit, as_json))
+
+
+@app.command()
+def logs(
+    run_id: Annotated[str, typer.Argument(help="A recorded run (a unique prefix is enough).")],
+    as_json: JsonOpt = False,
+) -> None:
+    """A recorded run's output."""
+    from nodus_cli.commands import runs as command
+
+    raise typer.Exit(command.show_logs(run_id, as_json))
+
+
+@app.command()
+def nodes(as_json: JsonOpt = False) -> None:
+    """The nodes of the Docker Swarm cluster and what they hold now."""
+    from nodus_cli.commands import nodes as command
+
+    raise typer.Exit(command.run(as_json))
+
+
+@app.command(name="catalog")
+def catalog_info(catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+    """Where the catalog in use comes from: path, sources, date."""
+    from nodus_cli.commands import catalog as command
+
+    raise typer.Exit(command.run(catalog, as_json))
+
+
+@swarm_app.command("init-node")
+def swarm_init_node(
+    price: Annotated[
+        float | None, typer.Option(help="This machine's price in USD per hour (node label).")
+    ] = None,
+    machine_id: Annotated[
+        str | None, typer.Option(help="Catalog machine ID this node is (prices it).")
+    ] = None,
+    apply: Annotated[
+        bool, typer.Option("--apply", help="Write daemon.json and set the node labels.")
+    ] = False,
+    daemon_json: Annotated[str, typer.Option(help="Docker daemon configuration file.")] = (
+        "/etc/docker/daemon.json"
+    ),
+    as_json: JsonOpt = False,
+) -> None:
+    """Prepare this machine as a GPU node: generic resources, NVIDIA runtime, node labels."""
+    from nodus_cli.commands import nodes as command
+
+    raise typer.Exit(command.init_node(price, machine_id, apply, daemon_json, as_json))

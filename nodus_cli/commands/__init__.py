@@ -1,0 +1,1 @@
+"""Thin command modules: parse options, call the logic below, print the result."""

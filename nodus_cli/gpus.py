@@ -1,0 +1,197 @@
+"""GPU model families: canonical names, aliases, memory variants and driver names.
+
+The table lives in ``data/gpus.json`` (built from the shared catalog and the product
+names ``nvidia-smi`` prints). This module only knows how to match spellings to it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+_STRIP = re.compile(r"[\s_\-]+")
+_MEMORY_SUFFIX = re.compile(r"^(?P<base>.*?)(?P<gb>\d{2,3})(?:gb|g)$")
+_FORM_FACTORS = ("sxm5", "sxm4", "sxm3", "sxm2", "sxm", "pcie", "nvl", "nvlink", "mega", "oam", "hbm3", "hbm3e")
+
+
+def normalize(name: str) -> str:
+    """Case, whitespace, hyphens, underscores and an ``NVIDIA`` prefix do not matter."""
+    key = _STRIP.sub("", name.lower())
+    if key.startswith("nvidia"):
+        key = key[len("nvidia") :]
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFamily:
+    name: str
+    vendor: str
+    architecture: str
+    compute_capability: str | None
+    segment: str
+    memory_gb: tuple[float, ...]
+    aliases: tuple[str, ...]
+    smi_names: tuple[str, ...]
+
+    @property
+    def max_memory_gb(self) -> float:
+        return max(self.memory_gb) if self.memory_gb else 0.0
+
+    def nominal_memory(self, reported_gb: float | None) -> float:
+        """Snap a supplier's or driver's figure to the nominal variant (22.4 GB A10G -> 24)."""
+        if not self.memory_gb:
+            return reported_gb or 0.0
+        if reported_gb is None or reported_gb <= 0:
+            return min(self.memory_gb)
+        return min(self.memory_gb, key=lambda v: (abs(v - reported_gb), v))
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    family: GpuFamily
+    spelling: str
+    memory_gb: float | None
+    form_factor: str | None
+
+
+class GpuTable:
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.families: list[GpuFamily] = []
+        self._by_key: dict[str, GpuFamily] = {}
+        self._variants: dict[str, Variant] = {}
+        self._smi: dict[str, GpuFamily] = {}
+        self._catalog_extra: dict[str, Variant] = {}
+        self.suppliers: frozenset[str] = frozenset(
+            normalize(s) for s in raw.get("not_gpu_names", {}).get("suppliers", [])
+        )
+        for entry in raw["families"]:
+            family = GpuFamily(
+                name=entry["name"],
+                vendor=entry["vendor"],
+                architecture=entry.get("architecture", ""),
+                compute_capability=entry.get("compute_capability"),
+                segment=entry.get("segment", ""),
+                memory_gb=tuple(float(m) for m in entry.get("memory_gb", [])),
+                aliases=tuple(entry.get("aliases", [])),
+                smi_names=tuple(entry.get("smi_names", [])),
+            )
+            self.families.append(family)
+            for spelling in (family.name, *family.aliases):
+                self._by_key.setdefault(normalize(spelling), family)
+            for smi in family.smi_names:
+                self._smi[normalize(smi)] = family
+            for v in entry.get("variant_spellings", []):
+                mem = v.get("memory_gb")
+                self._variants[normalize(v["spelling"])] = Variant(
+                    family, v["spelling"], float(mem) if mem is not None else None, v.get("form_factor")
+                )
+        for spelling, target in raw.get("catalog_spellings", {}).items():
+            family = self._by_key[normalize(target["family"])]
+            mem = target.get("memory_gb")
+            self._catalog_extra[normalize(spelling)] = Variant(
+                family, spelling, float(mem) if mem is not None else None, None
+            )
+
+    def lookup(self, name: str) -> GpuFamily | None:
+        """A family by canonical name or alias (what users may write)."""
+        return self._by_key.get(normalize(name))
+
+    def get(self, canonical: str) -> GpuFamily:
+        return self._by_key[normalize(canonical)]
+
+    def variant(self, name: str) -> Variant | None:
+        """A memory-variant or form-factor spelling (``A100-80GB``, ``H100 SXM``)."""
+        key = normalize(name)
+        found = self._variants.get(key)
+        if found is not None:
+            return found
+        return self._generic_variant(key)
+
+    def _generic_variant(self, key: str) -> Variant | None:
+        memory: float | None = None
+        form: str | None = None
+        base = key
+        for _ in range(3):
+            m = _MEMORY_SUFFIX.match(base)
+            if m and m.group("base"):
+                memory = float(m.group("gb"))
+                base = m.group("base")
+                continue
+            for ff in _FORM_FACTORS:
+                if base.endswith(ff) and len(base) > len(ff):
+                    form = ff
+                    base = base[: -len(ff)]
+                    break
+            else:
+                break
+        if base == key:
+            return None
+        family = self._by_key.get(base)
+        if family is None:
+            return None
+        return Variant(family, key, memory, form.upper() if form else None)
+
+    def resolve_supplier_spelling(self, name: str) -> tuple[GpuFamily, float | None] | None:
+        """Catalog loading: any spelling a supplier uses, with the memory it implies."""
+        family = self.lookup(name)
+        if family is not None:
+            return family, None
+        key = normalize(name)
+        hit = self._catalog_extra.get(key) or self.variant(name)
+        if hit is not None:
+            return hit.family, hit.memory_gb
+        smi = self._smi.get(key)
+        if smi is not None:
+            return smi, _memory_in(name)
+        return None
+
+    def from_smi_name(self, product: str) -> GpuFamily | None:
+        """The family of a product name as ``nvidia-smi`` prints it."""
+        key = normalize(product)
+        found = self._smi.get(key) or self._by_key.get(key)
+        if found is not None:
+            return found
+        hit = self.variant(product)
+        return hit.family if hit else None
+
+    def is_supplier(self, name: str) -> bool:
+        return normalize(name) in self.suppliers
+
+    def suggestions(self, name: str, limit: int = 3) -> list[str]:
+        key = normalize(name)
+        pool = {normalize(f.name): f.name for f in self.families}
+        for f in self.families:
+            for alias in f.aliases:
+                pool.setdefault(normalize(alias), f.name)
+        matches = difflib.get_close_matches(key, list(pool), n=limit * 2, cutoff=0.5)
+        out: list[str] = []
+        for m in matches:
+            if pool[m] not in out:
+                out.append(pool[m])
+        if not out:
+            # "a100x" or "h1000": fall back to families the text starts with.
+            out = [f.name for f in self.families if key.startswith(normalize(f.name))][:limit]
+        return out[:limit]
+
+
+def _memory_in(text: str) -> float | None:
+    m = re.search(r"(\d{2,3})\s*GB", text, re.IGNORECASE)
+    return float(m.group(1)) if m else None
+
+
+@cache
+def table() -> GpuTable:
+    raw = json.loads(resources.files("nodus_cli").joinpath("data/gpus.json").read_text("utf-8"))
+    return GpuTable(raw)
+
+
+def quoted_list(names: list[str]) -> str:
+    quoted = [f'"{n}"' for n in names]
+    if len(quoted) <= 1:
+        return "".join(quoted)
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]

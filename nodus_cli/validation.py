@@ -1,0 +1,52 @@
+"""Finding workload files and validating many of them (``nodus validate``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from nodus_cli.problems import NodusError
+from nodus_cli.workload import Result, load_file
+
+#: TOML files that are tool configuration, never workloads, skipped when walking folders.
+NOT_WORKLOADS = frozenset(
+    {"pyproject.toml", "Cargo.toml", "ruff.toml", ".ruff.toml", "taplo.toml", ".taplo.toml",
+     "rustfmt.toml", "Pipfile", "poetry.lock", "config.toml", ".pre-commit-config.toml"}
+)
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages"})
+
+
+def discover(paths: Iterable[str]) -> list[Path]:
+    """Files named on the command line, and ``*.toml`` found under named folders.
+
+    A named file is always validated; inside folders hidden directories and tool
+    configuration files (``pyproject.toml`` ...) are skipped.
+    """
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            below = sorted(_walk(path))
+            if not below:
+                raise NodusError(
+                    f"{raw}: no workload files (*.toml) in this folder", exit_code=2
+                )
+            found.extend(below)
+        elif path.exists():
+            found.append(path)
+        else:
+            raise NodusError(f"{raw}: no such file or folder", exit_code=2)
+    return found
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS]
+        for name in filenames:
+            if name.endswith(".toml") and name not in NOT_WORKLOADS:
+                yield Path(dirpath) / name
+
+
+def validate_paths(paths: Iterable[str]) -> list[Result]:
+    return [load_file(p) for p in discover(paths)]
