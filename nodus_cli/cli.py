@@ -205,3 +205,15 @@ def swarm_init_node(
     from nodus_cli.commands import nodes as command
 
     raise typer.Exit(command.init_node(price, machine_id, apply, daemon_json, as_json))
+
+
+@app.command(name="_exec", hidden=True)
+def _exec(
+    run_id: str,
+    retries: Annotated[int, typer.Option()] = 0,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Run a recorded run in the background (used by --detach)."""
+    from nodus_cli.commands import run as command
+
+    raise typer.Exit(command.execute_recorded(run_id, retries, catalog))

@@ -409,6 +409,9 @@ cmd_swarm_down() {
             kill -KILL "$pid" 2>/dev/null || true
             wait_for 10 "worker dockerd to die" not_alive "$pid" || true
         fi
+        # Its parent is init now; give init a moment to reap it, so no
+        # <defunct> dockerd lingers in `pgrep -a dockerd` (best effort).
+        wait_for 10 "init to reap pid $pid" test ! -e "/proc/$pid" 2>/dev/null || true
     fi
     # Anything else still running from the worker's tree (its containerd and
     # shims, e.g. after the worker dockerd was killed hard).
