@@ -80,9 +80,13 @@ def validate(
 
 @app.command()
 def gpus(
-    name: Annotated[str | None, typer.Argument(help="A GPU model, in any accepted spelling.")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="A GPU model, in any accepted spelling.")
+    ] = None,
     supplier: Annotated[str | None, typer.Option(help="Only this supplier's offers.")] = None,
-    location: Annotated[str | None, typer.Option(help="Only offers in this region or area.")] = None,
+    location: Annotated[
+        str | None, typer.Option(help="Only offers in this region or area.")
+    ] = None,
     count: Annotated[int | None, typer.Option(help="Only machines with this many GPUs.")] = None,
     catalog: CatalogOpt = None,
     as_json: JsonOpt = False,
@@ -114,7 +118,9 @@ def run(
     file: Annotated[str, typer.Argument(help="The workload file.")],
     target: Annotated[Target, typer.Option(help="Where to run: local or swarm.")] = Target.local,
     catalog: CatalogOpt = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Plan only, like `nodus plan`.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Plan only, like `nodus plan`.")
+    ] = False,
     detach: Annotated[
         bool, typer.Option("--detach", "-d", help="Start it and print the run id.")
     ] = False,

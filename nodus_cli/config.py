@@ -58,8 +58,12 @@ def local() -> LocalConfig:
             f"{path}: local.{unknown[0]}: unknown key (allowed: price_per_hour, region)"
         )
     price = section.get("price_per_hour", 0.0)
-    if isinstance(price, bool) or not isinstance(price, int | float) or not math.isfinite(price) \
-            or price < 0:
+    if (
+        isinstance(price, bool)
+        or not isinstance(price, int | float)
+        or not math.isfinite(price)
+        or price < 0
+    ):
         raise NodusError(
             f"{path}: local.price_per_hour must be a number >= 0 (USD per hour), not {price!r}"
         )

@@ -39,8 +39,12 @@ def connect(timeout: int = 60) -> Any:
 
 def _reason(exc: Exception) -> str:
     text = str(exc)
-    for marker in ("Connection refused", "No such file or directory", "Permission denied",
-                   "timed out"):
+    for marker in (
+        "Connection refused",
+        "No such file or directory",
+        "Permission denied",
+        "timed out",
+    ):
         if marker in text:
             return marker.lower()
     return text.splitlines()[0][:200] if text else type(exc).__name__
@@ -94,8 +98,9 @@ def _show_pull(image: str, stream: Any, progress: bool) -> None:
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                  console=err, transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), console=err, transient=True
+    ) as bar:
         tasks: dict[str, Any] = {}
         for event in stream:
             if "error" in event:

@@ -83,9 +83,15 @@ class Sampler:
         assert self._smi is not None
         try:
             done = subprocess.run(
-                [self._smi, "--query-gpu=uuid,utilization.gpu,memory.used",
-                 "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=10, check=False,
+                [
+                    self._smi,
+                    "--query-gpu=uuid,utilization.gpu,memory.used",
+                    "--format=csv,noheader,nounits",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
             )
         except (OSError, subprocess.SubprocessError):
             return

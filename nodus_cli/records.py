@@ -216,9 +216,21 @@ class RunStore:
             db.execute(
                 "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    record.id, record.workload, record.fingerprint, target, record.status, None,
-                    record.started_at, None, 0.0, price_per_hour, workload.budget, file,
-                    json.dumps(record.workload_json), pid, None,
+                    record.id,
+                    record.workload,
+                    record.fingerprint,
+                    target,
+                    record.status,
+                    None,
+                    record.started_at,
+                    None,
+                    0.0,
+                    price_per_hour,
+                    workload.budget,
+                    file,
+                    json.dumps(record.workload_json),
+                    pid,
+                    None,
                 ),
             )
             for idx, stage in enumerate(record.stages):
@@ -232,25 +244,39 @@ class RunStore:
         key = None
         if stage.config is not None:
             c = stage.config
-            key = f"{c.get('supplier')}|{c.get('machine_id')}|{c.get('gpu') or '-'}|" \
-                  f"{c.get('gpu_count')}"
+            key = (
+                f"{c.get('supplier')}|{c.get('machine_id')}|{c.get('gpu') or '-'}|"
+                f"{c.get('gpu_count')}"
+            )
         with self._connect() as db:
             db.execute(
                 "UPDATE stages SET status=?, exit_code=?, started_at=?, ended_at=?, "
                 "runtime_seconds=?, cost=?, config_key=?, config_json=?, gpu_uuids=?, "
                 "attempts=?, gpu_report=?, message=? WHERE run_id=? AND idx=?",
                 (
-                    stage.status, stage.exit_code, stage.started_at, stage.ended_at,
-                    stage.runtime_seconds, stage.cost, key,
+                    stage.status,
+                    stage.exit_code,
+                    stage.started_at,
+                    stage.ended_at,
+                    stage.runtime_seconds,
+                    stage.cost,
+                    key,
                     json.dumps(stage.config) if stage.config is not None else None,
-                    json.dumps(stage.gpu_uuids), stage.attempts,
+                    json.dumps(stage.gpu_uuids),
+                    stage.attempts,
                     json.dumps(stage.gpu_report) if stage.gpu_report is not None else None,
-                    stage.message, run_id, idx,
+                    stage.message,
+                    run_id,
+                    idx,
                 ),
             )
 
     def finish_run(
-        self, run_id: str, status: str, exit_code: int | None, cost: float,
+        self,
+        run_id: str,
+        status: str,
+        exit_code: int | None,
+        cost: float,
         message: str | None = None,
     ) -> None:
         assert status in STATUSES
@@ -291,10 +317,21 @@ class RunStore:
 
     def _hydrate(self, db: sqlite3.Connection, row: tuple[Any, ...]) -> RunRecord:
         record = RunRecord(
-            id=row[0], workload=row[1], fingerprint=row[2], target=row[3], status=row[4],
-            exit_code=row[5], started_at=row[6], ended_at=row[7], cost=row[8] or 0.0,
-            price_per_hour=row[9] or 0.0, budget=row[10], file=row[11],
-            workload_json=json.loads(row[12]), pid=row[13], message=row[14],
+            id=row[0],
+            workload=row[1],
+            fingerprint=row[2],
+            target=row[3],
+            status=row[4],
+            exit_code=row[5],
+            started_at=row[6],
+            ended_at=row[7],
+            cost=row[8] or 0.0,
+            price_per_hour=row[9] or 0.0,
+            budget=row[10],
+            file=row[11],
+            workload_json=json.loads(row[12]),
+            pid=row[13],
+            message=row[14],
         )
         for s in db.execute(
             "SELECT name, status, exit_code, started_at, ended_at, runtime_seconds, cost, "
@@ -304,8 +341,13 @@ class RunStore:
         ):
             record.stages.append(
                 StageRecord(
-                    name=s[0], status=s[1], exit_code=s[2], started_at=s[3], ended_at=s[4],
-                    runtime_seconds=s[5], cost=s[6] or 0.0,
+                    name=s[0],
+                    status=s[1],
+                    exit_code=s[2],
+                    started_at=s[3],
+                    ended_at=s[4],
+                    runtime_seconds=s[5],
+                    cost=s[6] or 0.0,
                     config=json.loads(s[7]) if s[7] else None,
                     gpu_uuids=json.loads(s[8]) if s[8] else [],
                     attempts=s[9] or 0,
@@ -367,8 +409,13 @@ def workload_from_json(doc: dict[str, Any]) -> Workload:
         budget=doc.get("budget"),
         requirements=reqs(doc["requirements"]),
         stages=[
-            Stage(s["name"], s["image"], s.get("command"), dict(s.get("env") or {}),
-                  reqs(s["requirements"]))
+            Stage(
+                s["name"],
+                s["image"],
+                s.get("command"),
+                dict(s.get("env") or {}),
+                reqs(s["requirements"]),
+            )
             for s in doc["stages"]
         ],
         optimization=doc.get("optimization", "automatic"),

@@ -129,16 +129,21 @@ class LocalRunner:
                 if stage_status != "succeeded":
                     exit_code = EXIT_BUDGET if stage_status == "budget_exhausted" else code
                     status = stage_status
-                    message = (
-                        f"stage {stage.name!r} "
-                        + ("reached the budget" if stage_status == "budget_exhausted"
-                           else f"exited with {code}")
+                    message = f"stage {stage.name!r} " + (
+                        "reached the budget"
+                        if stage_status == "budget_exhausted"
+                        else f"exited with {code}"
                     )
                     for later in range(idx + 1, len(stages)):
                         self.store.save_stage(
-                            self.record.id, later,
-                            StageRecord(stages[later].name, "skipped", None,
-                                        message=f"not started: {message}"),
+                            self.record.id,
+                            later,
+                            StageRecord(
+                                stages[later].name,
+                                "skipped",
+                                None,
+                                message=f"not started: {message}",
+                            ),
                         )
                     break
             current = None
@@ -147,12 +152,14 @@ class LocalRunner:
             self._remove_run_containers()
             if current is not None:
                 self._mark_cancelled(current)
-            outcome = Outcome("cancelled", 128 + exc.signum, self.cost,
-                              f"cancelled by {exc}", outcome.usage)
+            outcome = Outcome(
+                "cancelled", 128 + exc.signum, self.cost, f"cancelled by {exc}", outcome.usage
+            )
         finally:
             _restore_signal_handlers(previous)
-            self.store.finish_run(self.record.id, outcome.status, outcome.exit_code,
-                                  self.cost, outcome.message)
+            self.store.finish_run(
+                self.record.id, outcome.status, outcome.exit_code, self.cost, outcome.message
+            )
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self._log.close()
         return outcome
@@ -160,9 +167,15 @@ class LocalRunner:
     def _mark_cancelled(self, idx: int) -> None:
         stage = self.p.workload.stages[idx]
         self.store.save_stage(
-            self.record.id, idx,
-            StageRecord(stage.name, "cancelled", None, ended_at=now_iso(),
-                        message="cancelled; its container was removed"),
+            self.record.id,
+            idx,
+            StageRecord(
+                stage.name,
+                "cancelled",
+                None,
+                ended_at=now_iso(),
+                message="cancelled; its container was removed",
+            ),
         )
 
     def _run_stage(self, idx: int, stage: Stage) -> tuple[int, str, UsageReport | None]:
@@ -174,13 +187,19 @@ class LocalRunner:
                 uuids = self._choose_gpus(stage)
                 started = now_iso()
                 self.store.save_stage(
-                    self.record.id, idx,
-                    StageRecord(stage.name, "running", None, started_at=started,
-                                config=offer.as_json(), gpu_uuids=list(uuids),
-                                attempts=attempts),
+                    self.record.id,
+                    idx,
+                    StageRecord(
+                        stage.name,
+                        "running",
+                        None,
+                        started_at=started,
+                        config=offer.as_json(),
+                        gpu_uuids=list(uuids),
+                        attempts=attempts,
+                    ),
                 )
-            spec = spec_for(stage, self.record.id, self.p.workload.name, uuids,
-                            str(self.work_dir))
+            spec = spec_for(stage, self.record.id, self.p.workload.name, uuids, str(self.work_dir))
             shown = f" on {', '.join(uuids)}" if uuids else ""
             self.status(f"stage {stage.name}: starting {stage.image}{shown}")
             t0 = time.monotonic()
@@ -192,18 +211,29 @@ class LocalRunner:
                 runtime = time.monotonic() - t0
                 self.cost += runtime / 3600 * self.p.price_per_hour
                 if attempts <= self.retries:
-                    self.status(f"stage {stage.name}: {exc}; retrying with the same "
-                                f"{stage.requirements.gpu_count or 'no'} GPU(s) "
-                                f"({attempts}/{self.retries})")
+                    self.status(
+                        f"stage {stage.name}: {exc}; retrying with the same "
+                        f"{stage.requirements.gpu_count or 'no'} GPU(s) "
+                        f"({attempts}/{self.retries})"
+                    )
                     continue
                 code, stage_status, report = 1, "failed", None
                 self.store.save_stage(
-                    self.record.id, idx,
-                    StageRecord(stage.name, "failed", None, started_at=started,
-                                ended_at=now_iso(), runtime_seconds=runtime,
-                                cost=runtime / 3600 * self.p.price_per_hour,
-                                config=offer.as_json(), gpu_uuids=list(uuids),
-                                attempts=attempts, message=str(exc)),
+                    self.record.id,
+                    idx,
+                    StageRecord(
+                        stage.name,
+                        "failed",
+                        None,
+                        started_at=started,
+                        ended_at=now_iso(),
+                        runtime_seconds=runtime,
+                        cost=runtime / 3600 * self.p.price_per_hour,
+                        config=offer.as_json(),
+                        gpu_uuids=list(uuids),
+                        attempts=attempts,
+                        message=str(exc),
+                    ),
                 )
                 self.status(f"stage {stage.name}: {exc}")
                 return code, stage_status, report
@@ -211,12 +241,22 @@ class LocalRunner:
             stage_cost = runtime / 3600 * self.p.price_per_hour
             self.cost += stage_cost
             self.store.save_stage(
-                self.record.id, idx,
-                StageRecord(stage.name, stage_status, code, started_at=started,
-                            ended_at=now_iso(), runtime_seconds=runtime, cost=stage_cost,
-                            config=offer.as_json(), gpu_uuids=list(uuids), attempts=attempts,
-                            gpu_report=report.as_json() if report else None,
-                            message=self._stop_reason),
+                self.record.id,
+                idx,
+                StageRecord(
+                    stage.name,
+                    stage_status,
+                    code,
+                    started_at=started,
+                    ended_at=now_iso(),
+                    runtime_seconds=runtime,
+                    cost=stage_cost,
+                    config=offer.as_json(),
+                    gpu_uuids=list(uuids),
+                    attempts=attempts,
+                    gpu_report=report.as_json() if report else None,
+                    message=self._stop_reason,
+                ),
             )
             self.status(f"stage {stage.name}: {stage_status} (exit {code}) in {runtime:.1f}s")
             if report is not None:
@@ -246,7 +286,8 @@ class LocalRunner:
             return ()
         offer = self._offer_for(stage)
         matching = [
-            g for g in self.p.local_gpus
+            g
+            for g in self.p.local_gpus
             if g.family == offer.gpu
             and (req.peak_memory_gb is None or g.nominal_memory_gb >= req.peak_memory_gb)
         ]
@@ -276,8 +317,9 @@ class LocalRunner:
                 raise NodusError(
                     f"the engine refused stage {stage.name!r}: {exc.explanation or exc}"
                 ) from None
-            raise InfrastructureFailure(f"the engine failed to create the container: {exc}") \
-                from None
+            raise InfrastructureFailure(
+                f"the engine failed to create the container: {exc}"
+            ) from None
         streamer: threading.Thread | None = None
         try:
             try:
@@ -292,7 +334,9 @@ class LocalRunner:
             streamer.start()
             deadline = self._budget_deadline()
             while True:
-                wait_for = 30.0 if deadline is None else max(0.05, min(30.0, deadline - time.time()))
+                wait_for = (
+                    30.0 if deadline is None else max(0.05, min(30.0, deadline - time.time()))
+                )
                 try:
                     result = container.wait(timeout=wait_for)
                     break
@@ -357,8 +401,9 @@ class LocalRunner:
 
     def _remove_run_containers(self) -> None:
         with contextlib.suppress(Exception):
-            for c in self.client.containers.list(all=True,
-                                                 filters={"label": f"{LABEL_RUN}={self.record.id}"}):
+            for c in self.client.containers.list(
+                all=True, filters={"label": f"{LABEL_RUN}={self.record.id}"}
+            ):
                 with contextlib.suppress(Exception):
                     c.remove(force=True)
 
@@ -396,8 +441,7 @@ def docker_create_args(spec: ContainerSpec) -> dict[str, Any]:
     }
     if spec.gpu_uuids:
         args["device_requests"] = [
-            DeviceRequest(driver="nvidia", device_ids=list(spec.gpu_uuids),
-                          capabilities=[["gpu"]])
+            DeviceRequest(driver="nvidia", device_ids=list(spec.gpu_uuids), capabilities=[["gpu"]])
         ]
     if spec.work_dir_host is not None:
         from nodus_cli.containers import WORK_DIR_IN_CONTAINER
@@ -458,12 +502,14 @@ def run_local(
     for image in dict.fromkeys(s.image for s in workload.stages):
         engine.ensure_image(client, image)
     if record is None:
-        record = store.start_run(workload, "local", prepared.price_per_hour, file,
-                                 pid=os.getpid())
+        record = store.start_run(workload, "local", prepared.price_per_hour, file, pid=os.getpid())
     else:
         store.set_pid(record.id, os.getpid())
     runner = LocalRunner(
-        prepared, store, client, record,
+        prepared,
+        store,
+        client,
+        record,
         out or sys.stdout,
         status or (lambda m: print(f"nodus: {m}", file=sys.stderr, flush=True)),
         retries,

@@ -51,8 +51,9 @@ def _start(
     if target == "swarm":
         from nodus_cli import swarm
 
-        record, outcome = swarm.run_swarm(workload, file, retries, catalog_path, out=out,
-                                          status=_status)
+        record, outcome = swarm.run_swarm(
+            workload, file, retries, catalog_path, out=out, status=_status
+        )
     else:
         from nodus_cli import runner
 
@@ -101,7 +102,11 @@ def _detach(
     if catalog_path:
         args += ["--catalog", catalog_path]
     child = subprocess.Popen(
-        args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
         env={**os.environ, "NODUS_DETACHED": "1"},
     )
     store.set_pid(record.id, child.pid)
@@ -123,13 +128,21 @@ def execute_recorded(run_id: str, retries: int, catalog_path: str | None) -> int
     if record.target == "swarm":
         from nodus_cli import swarm
 
-        _, outcome = swarm.run_swarm(workload, record.file, retries, catalog_path,
-                                     out=sys.stdout, status=_status, record=record)
+        _, outcome = swarm.run_swarm(
+            workload,
+            record.file,
+            retries,
+            catalog_path,
+            out=sys.stdout,
+            status=_status,
+            record=record,
+        )
     else:
         from nodus_cli import runner
 
-        _, outcome = runner.run_local(workload, record.file, retries, out=sys.stdout,
-                                      status=_status, record=record)
+        _, outcome = runner.run_local(
+            workload, record.file, retries, out=sys.stdout, status=_status, record=record
+        )
     return int(outcome.exit_code)
 
 

@@ -22,16 +22,24 @@ def list_runs(limit: int, as_json: bool) -> int:
     table = Table(show_edge=False, box=None)
     for col in ("id", "workload", "target", "status", "exit", "started", "cost", "stages"):
         table.add_column(col)
-    colours = {"succeeded": "green", "failed": "red", "running": "cyan",
-               "cancelled": "yellow", "budget_exhausted": "magenta"}
+    colours = {
+        "succeeded": "green",
+        "failed": "red",
+        "running": "cyan",
+        "cancelled": "yellow",
+        "budget_exhausted": "magenta",
+    }
     for r in found:
         stages = " → ".join(f"{s.name}:{s.status}" for s in r.stages)
         table.add_row(
-            r.id, escape(r.workload), r.target,
+            r.id,
+            escape(r.workload),
+            r.target,
             f"[{colours.get(r.status, 'white')}]{r.status}[/]",
             "" if r.exit_code is None else str(r.exit_code),
             r.started_at.replace("T", " ").replace("+00:00", "Z"),
-            money(r.cost), escape(stages),
+            money(r.cost),
+            escape(stages),
         )
     console().print(table)
     return 0
