@@ -6,7 +6,7 @@ never pay for the Docker SDK, httpx or the catalog.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -26,12 +26,12 @@ swarm_app = typer.Typer(help="Prepare machines for a Docker Swarm cluster.", no_
 app.add_typer(swarm_app, name="swarm")
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     text = "text"
     github = "github"
 
 
-class Target(str, Enum):
+class Target(StrEnum):
     catalog = "catalog"
     local = "local"
     swarm = "swarm"

@@ -9,14 +9,29 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
 _STRIP = re.compile(r"[\s_\-]+")
-_MEMORY_SUFFIX = re.compile(r"^(?P<base>.*?)(?P<gb>\d{2,3})(?:gb|g)$")
-_FORM_FACTORS = ("sxm5", "sxm4", "sxm3", "sxm2", "sxm", "pcie", "nvl", "nvlink", "mega", "oam", "hbm3", "hbm3e")
+_MEMORY_SUFFIX = re.compile(r"^(?P<base>.*?)(?P<digits>\d+)(?:gb|g)$")
+_FORM_FACTORS = (
+    "sxm6",
+    "sxm5",
+    "sxm4",
+    "sxm3",
+    "sxm2",
+    "sxm",
+    "pcie",
+    "nvlink",
+    "nvl",
+    "mega",
+    "oam",
+    "hbm3e",
+    "hbm3",
+)
 
 
 def normalize(name: str) -> str:
@@ -66,6 +81,7 @@ class GpuTable:
         self._variants: dict[str, Variant] = {}
         self._smi: dict[str, GpuFamily] = {}
         self._catalog_extra: dict[str, Variant] = {}
+        self._pool: dict[str, str] | None = None
         self.suppliers: frozenset[str] = frozenset(
             normalize(s) for s in raw.get("not_gpu_names", {}).get("suppliers", [])
         )
@@ -87,8 +103,9 @@ class GpuTable:
                 self._smi[normalize(smi)] = family
             for v in entry.get("variant_spellings", []):
                 mem = v.get("memory_gb")
+                memory = float(mem) if mem is not None else None
                 self._variants[normalize(v["spelling"])] = Variant(
-                    family, v["spelling"], float(mem) if mem is not None else None, v.get("form_factor")
+                    family, v["spelling"], memory, v.get("form_factor")
                 )
         for spelling, target in raw.get("catalog_spellings", {}).items():
             family = self._by_key[normalize(target["family"])]
@@ -113,28 +130,42 @@ class GpuTable:
         return self._generic_variant(key)
 
     def _generic_variant(self, key: str) -> Variant | None:
-        memory: float | None = None
-        form: str | None = None
-        base = key
-        for _ in range(3):
-            m = _MEMORY_SUFFIX.match(base)
-            if m and m.group("base"):
-                memory = float(m.group("gb"))
-                base = m.group("base")
-                continue
+        """A family name followed by a memory size and/or a form factor, in either order.
+
+        A memory size the family really comes in wins over other readings of the digits
+        (``a10040gb`` is an A100 with 40 GB, not an A10 with 040 GB).
+        """
+        if len(key) > 64:
+            return None
+        splits = list(self._splits(key, None, None, depth=3))
+        for family, memory, form in splits:
+            if memory is None or memory in family.memory_gb:
+                return Variant(family, key, memory, form.upper() if form else None)
+        if splits:
+            family, memory, form = splits[0]
+            return Variant(family, key, memory, form.upper() if form else None)
+        return None
+
+    def _splits(
+        self, key: str, memory: float | None, form: str | None, depth: int
+    ) -> Iterator[tuple[GpuFamily, float | None, str | None]]:
+        family = self._by_key.get(key)
+        if family is not None and (memory is not None or form is not None):
+            yield family, memory, form
+        if depth == 0:
+            return
+        if form is None:
             for ff in _FORM_FACTORS:
-                if base.endswith(ff) and len(base) > len(ff):
-                    form = ff
-                    base = base[: -len(ff)]
-                    break
-            else:
-                break
-        if base == key:
-            return None
-        family = self._by_key.get(base)
-        if family is None:
-            return None
-        return Variant(family, key, memory, form.upper() if form else None)
+                if key.endswith(ff) and len(key) > len(ff):
+                    yield from self._splits(key[: -len(ff)], memory, ff, depth - 1)
+        if memory is None:
+            m = _MEMORY_SUFFIX.match(key)
+            if m is not None:
+                prefix, digits = m.group("base"), m.group("digits")
+                for k in (2, 3, 1):
+                    if k < len(digits) or (k == len(digits) and prefix):
+                        base = prefix + digits[:-k]
+                        yield from self._splits(base, float(digits[-k:]), form, depth - 1)
 
     def resolve_supplier_spelling(self, name: str) -> tuple[GpuFamily, float | None] | None:
         """Catalog loading: any spelling a supplier uses, with the memory it implies."""
@@ -163,20 +194,33 @@ class GpuTable:
         return normalize(name) in self.suppliers
 
     def suggestions(self, name: str, limit: int = 3) -> list[str]:
-        key = normalize(name)
-        pool = {normalize(f.name): f.name for f in self.families}
-        for f in self.families:
-            for alias in f.aliases:
-                pool.setdefault(normalize(alias), f.name)
-        matches = difflib.get_close_matches(key, list(pool), n=limit * 2, cutoff=0.5)
+        """The canonical names closest to a spelling: containing it first, then similar."""
+        key = normalize(name)[:64]
+        if not key:
+            return []
+        pool = self._suggestion_pool()
         out: list[str] = []
+        if len(key) >= 2:
+            for spelling, canonical in pool.items():
+                if key in spelling and canonical not in out:
+                    out.append(canonical)
+        matches = difflib.get_close_matches(key, list(pool), n=limit * 2, cutoff=0.5)
         for m in matches:
             if pool[m] not in out:
                 out.append(pool[m])
         if not out:
             # "a100x" or "h1000": fall back to families the text starts with.
-            out = [f.name for f in self.families if key.startswith(normalize(f.name))][:limit]
+            out = [f.name for f in self.families if key.startswith(normalize(f.name))]
         return out[:limit]
+
+    def _suggestion_pool(self) -> dict[str, str]:
+        if self._pool is None:
+            pool = {normalize(f.name): f.name for f in self.families}
+            for f in self.families:
+                for alias in f.aliases:
+                    pool.setdefault(normalize(alias), f.name)
+            self._pool = pool
+        return self._pool
 
 
 def _memory_in(text: str) -> float | None:

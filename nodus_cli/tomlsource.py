@@ -8,6 +8,7 @@ validating thousands of good files fast.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import re
 import tomllib
 from pathlib import Path
@@ -136,10 +137,8 @@ class LineIndex:
         """The line of the key, else of the closest enclosing table or key that is in the file."""
         if self._lines is None:
             scanner = _Scanner(self._text)
-            try:
+            with contextlib.suppress(Exception):  # a position lookup never breaks a report
                 scanner.run()
-            except Exception:  # never let a position lookup break a report
-                pass
             self._lines = scanner.lines
         probe = key
         while probe:

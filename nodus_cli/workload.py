@@ -8,11 +8,13 @@ planner and runners consume; ``--json`` prints it as SPEC 3.1 shows.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from nodus_cli import gpus
 from nodus_cli.problems import Problem, Severity
@@ -32,43 +34,79 @@ TOP_LEVEL_KEYS = TOP_LEVEL_ONLY + FLAT_SHORTCUTS + ("requirements",)
 STAGE_KEYS = ("name", "image", "command", "env", "requirements", *FLAT_SHORTCUTS)
 #: Requirements every stage takes from the workload.
 WHOLE_WORKLOAD = ("location", "max_price_per_hour", "arch")
+#: Requirements a stage never takes from the workload (a CPU-only step stays CPU-only).
+NOT_INHERITED = ("gpu", "gpu_count", "peak_memory_gb", "memory_gb")
+#: Keys of the workload that a stage cannot set.
+WORKLOAD_ONLY = ("model", "budget", "stages")
 
-#: Spellings from other tools, and what to write in a nodus file instead.
+#: Spellings from other tools: the nodus key, and what it means.
 FOREIGN_KEYS: dict[str, tuple[str, str]] = {
-    "gpu_type": ("gpu", 'the GPU model is `gpu`, e.g. gpu = "A100"'),
+    "gpu_type": ("gpu", "the GPU model is `gpu`"),
+    "gpu_model": ("gpu", "the GPU model is `gpu`"),
+    "gpu_name": ("gpu", "the GPU model is `gpu`"),
     "num_gpus": ("gpu_count", "the number of GPUs on one machine is `gpu_count` (1, 2, 4 or 8)"),
-    "gpus": ("gpu_count", 'write gpu = "MODEL" for the model and gpu_count = N for the count'),
-    "accelerators": ("gpu", 'write gpu = "MODEL" and gpu_count = N instead of accelerators'),
-    "accelerator": ("gpu", 'write gpu = "MODEL" and gpu_count = N'),
-    "gpu_model": ("gpu", 'the GPU model is `gpu`, e.g. gpu = "H100"'),
-    "gpu_memory_gb": ("peak_memory_gb", "GPU memory per GPU is `peak_memory_gb`"),
-    "gpu_memory": ("peak_memory_gb", "GPU memory per GPU is `peak_memory_gb`, in GB"),
-    "vram": ("peak_memory_gb", "GPU memory per GPU is `peak_memory_gb`, in GB"),
-    "num_cpus": ("cpu", "CPUs are `cpu` in [requirements]"),
-    "cpus": ("cpu", "CPUs are `cpu` in [requirements]"),
-    "vcpus": ("cpu", "CPUs are `cpu` in [requirements]"),
-    "memory_bytes": ("memory_gb", "host memory is `memory_gb` in [requirements], in GB"),
-    "memory": ("memory_gb", "host memory is `memory_gb` in [requirements], in GB"),
-    "mem": ("memory_gb", "host memory is `memory_gb` in [requirements], in GB"),
-    "disk": ("disk_gb", "disk is `disk_gb` in [requirements], in GB"),
-    "disk_size": ("disk_gb", "disk is `disk_gb` in [requirements], in GB"),
-    "region": ("location", "regions are chosen with `location` in [requirements]"),
-    "zone": ("location", "regions are chosen with `location` in [requirements]"),
-    "cloud": ("location", "nodus compares every supplier; narrow by `location` instead"),
-    "instance_type": ("gpu", "nodus chooses machines; request the resources (gpu, gpu_count, cpu)"),
+    "gpu_num": ("gpu_count", "the number of GPUs on one machine is `gpu_count` (1, 2, 4 or 8)"),
+    "n_gpus": ("gpu_count", "the number of GPUs on one machine is `gpu_count` (1, 2, 4 or 8)"),
+    "gpus": ("gpu_count", "nodus takes the model as `gpu` and the count as `gpu_count`"),
+    "accelerators": ("gpu", "nodus takes the model as `gpu` and the count as `gpu_count`"),
+    "accelerator": ("gpu", "nodus takes the model as `gpu` and the count as `gpu_count`"),
+    "gpu_memory_gb": ("peak_memory_gb", "GPU memory needed on each GPU is `peak_memory_gb`, in GB"),
+    "gpu_memory": ("peak_memory_gb", "GPU memory needed on each GPU is `peak_memory_gb`, in GB"),
+    "vram": ("peak_memory_gb", "GPU memory needed on each GPU is `peak_memory_gb`, in GB"),
+    "interconnect": ("gpu_interconnect", 'the only interconnect value is gpu_interconnect = "any"'),
+    "num_cpus": ("cpu", "CPUs are `cpu`"),
+    "cpus": ("cpu", "CPUs are `cpu`"),
+    "vcpus": ("cpu", "CPUs are `cpu`"),
+    "cpu_count": ("cpu", "CPUs are `cpu`"),
+    "memory_bytes": ("memory_gb", "host memory is `memory_gb`, in GB"),
+    "memory": ("memory_gb", "host memory is `memory_gb`, in GB"),
+    "mem": ("memory_gb", "host memory is `memory_gb`, in GB"),
+    "ram": ("memory_gb", "host memory is `memory_gb`, in GB"),
+    "disk": ("disk_gb", "disk is `disk_gb`, in GB"),
+    "disk_size": ("disk_gb", "disk is `disk_gb`, in GB"),
+    "storage": ("disk_gb", "disk is `disk_gb`, in GB"),
+    "region": ("location", "regions are chosen with `location`"),
+    "zone": ("location", "regions are chosen with `location`"),
+    "cloud": ("location", "nodus compares every supplier; narrow the choice with `location`"),
+    "provider": ("location", "nodus compares every supplier; narrow the choice with `location`"),
+    "supplier": ("location", "nodus compares every supplier; narrow the choice with `location`"),
+    "instance_type": ("gpu", "nodus chooses the machine; ask for resources (gpu, gpu_count, cpu)"),
+    "machine_type": ("gpu", "nodus chooses the machine; ask for resources (gpu, gpu_count, cpu)"),
     "max_price": ("max_price_per_hour", "the price limit is `max_price_per_hour`, USD per hour"),
+    "price_limit": ("max_price_per_hour", "the price limit is `max_price_per_hour`, USD per hour"),
+    "max_cost": ("budget", "the spending limit for the whole run is `budget`, in USD"),
+    "architecture": ("arch", 'the CPU architecture is `arch` ("x86_64" or "arm64")'),
+    "platform": ("arch", 'the CPU architecture is `arch` ("x86_64" or "arm64")'),
     "run": ("command", "what to run is `command`"),
     "cmd": ("command", "what to run is `command`"),
+    "entrypoint": ("command", "what to run is `command`"),
+    "args": ("command", "what to run is `command`"),
     "environment": ("env", "environment variables are the table `env`"),
     "envs": ("env", "environment variables are the table `env`"),
+    "env_vars": ("env", "environment variables are the table `env`"),
     "docker_image": ("image", "the container image is `image`"),
+    "container_image": ("image", "the container image is `image`"),
+    "steps": ("stages", "steps are written as [[stages]] tables"),
+    "jobs": ("stages", "steps are written as [[stages]] tables"),
 }
 
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ACCELERATOR_SPEC = re.compile(r"^\s*([A-Za-z0-9 _.\-]+?)\s*[:x×]\s*(\d+)\s*$")
-_SIZE_SPEC = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(gib|gb|g|mib|mb|tib|tb)?\s*$", re.IGNORECASE)
+_MODEL_AND_COUNT = (
+    re.compile(r"^\s*(?P<name>[A-Za-z0-9 _.\-]+?)\s*[:x×*]\s*(?P<count>\d{1,3})\s*$", re.I),
+    re.compile(r"^\s*(?P<count>\d{1,3})\s*[x×*]?\s*(?P<name>[A-Za-z][A-Za-z0-9 _.\-]*?)\s*$", re.I),
+)
+_SIZE_SPEC = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,12})?)\s*(gib|gb|g|mib|mb|tib|tb)?\s*$", re.I)
+_MACHINE_LIKE = re.compile(
+    r"\d+xlarge|\.\d*x?large|standard|highgpu|megagpu|ultragpu|^[a-z]\d[a-z]*\.", re.I
+)
+#: Longer text is never a name, and regular expressions stay cheap on it.
+_MAX_NAME = 64
+_MAX_NUMBER = 2**63
+_GPU_EXAMPLE = 'gpu = "H100" (`nodus gpus` lists the models)'
 RESERVED_ENV = ("NODUS_WORK_DIR", "NODUS_RUN_ID", "NODUS_STAGE")
+
+_Where = Literal["top", "requirements", "stage", "stage_requirements"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +149,12 @@ class Stage:
     env: dict[str, str]
     requirements: Requirements
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "image": self.image,
-            "command": self.command,
-            "env": dict(self.env),
-            "requirements": self.requirements.as_json(),
-        }
+    def as_json(self, env: bool = True) -> dict[str, Any]:
+        doc: dict[str, Any] = {"name": self.name, "image": self.image, "command": self.command}
+        if env:
+            doc["env"] = dict(self.env)
+        doc["requirements"] = self.requirements.as_json()
+        return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,18 +170,25 @@ class Workload:
     optimization: str = "automatic"
     declared_stages: bool = False
 
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "image": self.image,
-            "command": self.command,
-            "env": dict(self.env),
-            "model": self.model,
-            "budget": self.budget,
-            "optimization": self.optimization,
-            "requirements": self.requirements.as_json(),
-            "stages": [s.as_json() for s in self.stages],
-        }
+    def as_json(self, env: bool = True) -> dict[str, Any]:
+        """The normalized workload; ``env=False`` gives exactly the SPEC 3.1 shape.
+
+        ``nodus validate --json`` leaves ``env`` out: it is not in the SPEC shape, and
+        CI logs should not echo environment values (tokens end up there).
+        """
+        doc: dict[str, Any] = {"name": self.name, "image": self.image, "command": self.command}
+        if env:
+            doc["env"] = dict(self.env)
+        doc.update(
+            {
+                "model": self.model,
+                "budget": self.budget,
+                "optimization": self.optimization,
+                "requirements": self.requirements.as_json(),
+                "stages": [s.as_json(env=env) for s in self.stages],
+            }
+        )
+        return doc
 
 
 @dataclass(slots=True)
@@ -169,12 +212,13 @@ class Result:
         return self.workload is not None
 
     def as_json(self) -> dict[str, Any]:
+        """One file entry of ``nodus validate --json`` (SPEC 3.1)."""
         return {
             "path": self.path,
             "valid": self.valid,
             "errors": [p.as_json() for p in self.errors],
             "warnings": [p.as_json() for p in self.warnings],
-            "workload": self.workload.as_json() if self.workload else None,
+            "workload": self.workload.as_json(env=False) if self.workload else None,
         }
 
 
@@ -209,6 +253,49 @@ def normalize(
     return Result(path, None if has_errors else workload, problems)
 
 
+def to_toml(workload: Workload) -> str:
+    """A workload file that normalizes to this workload again (``to_toml`` is idempotent).
+
+    Stages are written with their effective requirements (after inheritance), so the
+    file states every stage completely; values that mean "not set" are left out.
+    """
+    import tomli_w
+
+    doc: dict[str, Any] = {"name": workload.name}
+    if workload.image is not None:
+        doc["image"] = workload.image
+    if workload.command is not None:
+        doc["command"] = list(workload.command)
+    if workload.model is not None:
+        doc["model"] = workload.model
+    if workload.budget is not None:
+        doc["budget"] = workload.budget
+    if workload.env:
+        doc["env"] = dict(workload.env)
+    doc["requirements"] = _requirements_table(workload.requirements)
+    if workload.declared_stages:
+        stages = []
+        for stage in workload.stages:
+            table: dict[str, Any] = {"name": stage.name, "image": stage.image}
+            if stage.command is not None:
+                table["command"] = list(stage.command)
+            if stage.env:
+                table["env"] = dict(stage.env)
+            table["requirements"] = _requirements_table(stage.requirements)
+            stages.append(table)
+        doc["stages"] = stages
+    return tomli_w.dumps(doc)
+
+
+def _requirements_table(reqs: Requirements) -> dict[str, Any]:
+    table = {k: v for k, v in reqs.as_json().items() if v is not None}
+    if not reqs.gpu_count:
+        table.pop("gpu_count", None)
+    if table.get("gpu_interconnect") == "any":
+        table.pop("gpu_interconnect")  # the only value, and the default
+    return table
+
+
 class _Normalizer:
     def __init__(self, lines: LineIndex | None) -> None:
         self.lines = lines
@@ -227,38 +314,40 @@ class _Normalizer:
         line = self.lines.line_of(key) if self.lines is not None else None
         self.problems.append(Problem(display_key(key), message, severity, line))
 
+    def _line(self, key: Key) -> str:
+        line = self.lines.line_of(key) if self.lines is not None else None
+        return f"line {line}" if line is not None else "there"
+
     # -- the document --------------------------------------------------------------
 
     def workload(self, doc: dict[str, Any], default_name: str) -> Workload:
         self._check_keys(doc, (), TOP_LEVEL_KEYS, where="top")
         nested_raw = doc.get("requirements", {})
-        if "requirements" in doc and not isinstance(nested_raw, dict):
-            self.error(("requirements",), "must be a table: write [requirements] on its own line")
+        if not isinstance(nested_raw, dict):
+            self.error(
+                ("requirements",),
+                "must be a table: write [requirements] on its own line, with one key = value "
+                "per line below it",
+            )
             nested_raw = {}
-        if isinstance(nested_raw, dict):
-            self._check_keys(nested_raw, ("requirements",), REQUIREMENT_KEYS, where="requirements")
+        self._check_keys(nested_raw, ("requirements",), REQUIREMENT_KEYS, where="requirements")
 
         name = self._string(doc, ("name",)) or default_name
-        image = self._string(doc, ("image",))
+        image = self._image(doc, ("image",))
         command = self._command(doc, ("command",))
         env = self._env(doc.get("env"), ("env",))
         model = self._string(doc, ("model",))
         budget = self._positive(doc, ("budget",), "USD for the whole run")
 
-        reqs, optimization, gpu_given, _ = self._requirements(doc, nested_raw, ())
+        reqs, optimization, _ = self._requirements(doc, nested_raw, ())
         stages_raw = doc.get("stages")
-        stages: list[Stage] = []
-        declared = stages_raw is not None
+        declared = "stages" in doc
         if declared:
             stages = self._stages(stages_raw, reqs, image, command, env)
-            if gpu_given and stages:
-                self.warn(
-                    _first_gpu_key(doc, nested_raw),
-                    "GPU requirements are not inherited by stages, so this applies to no stage: "
-                    "move it into the [[stages]] that need a GPU",
-                )
+            if stages:
+                self._unused_by_stages(doc, nested_raw)
         else:
-            if image is None:
+            if image is None and "image" not in doc:
                 self.error(("image",), 'required: set image = "registry/name:tag" at the top level')
             stages = [Stage("main", image or "", command, env, reqs)]
         return Workload(
@@ -274,33 +363,76 @@ class _Normalizer:
             declared_stages=declared,
         )
 
+    def _unused_by_stages(self, doc: dict[str, Any], nested: dict[str, Any]) -> None:
+        """Workload-level GPU and memory requirements reach no stage: say so."""
+        for key in NOT_INHERITED:
+            path: Key | None = None
+            if key in doc and key in FLAT_SHORTCUTS:
+                path = (key,)
+            elif key in nested:
+                path = ("requirements", key)
+            if path is None:
+                continue
+            self.warn(
+                path,
+                f"stages do not inherit `{key}` (GPU requirements and memory_gb never are), so "
+                "it applies to no stage: move it into [stages.requirements] of the stages "
+                "that need it",
+            )
+
     def _check_keys(
-        self, table: dict[str, Any], prefix: Key, allowed: tuple[str, ...], where: str
+        self, table: dict[str, Any], prefix: Key, allowed: tuple[str, ...], where: _Where
     ) -> None:
+        nested = where in ("requirements", "stage_requirements")
+        home = "[stages.requirements]" if where.startswith("stage") else "[requirements]"
         for key in table:
             if key in allowed:
                 continue
             path = (*prefix, key)
-            if where in ("top", "stage") and key in NESTED_ONLY:
-                target = "[requirements]" if where == "top" else "[stages.requirements]"
-                self.error(path, f"`{key}` belongs in {target}: move it there")
+            spelled = key.strip().lower().replace("-", "_").replace(" ", "_")
+            if not nested and key in NESTED_ONLY:
+                self.error(path, f"`{key}` belongs in {home}: move it there")
             elif where == "requirements" and key in TOP_LEVEL_ONLY:
                 self.error(
-                    path, f"`{key}` belongs at the top level of the file, not in [requirements]"
+                    path,
+                    f"`{key}` belongs at the top level of the file, not in [requirements]: "
+                    "move it above [requirements]",
                 )
-            elif where == "stage" and key in ("model", "budget", "stages"):
+            elif where.startswith("stage") and key in WORKLOAD_ONLY:
                 self.error(
                     path,
-                    f"`{key}` applies to the whole workload: set it at the top level, not in a stage",
+                    f"`{key}` applies to the whole workload: set it at the top level of the "
+                    "file, not in a stage",
                 )
-            elif key.lower() in FOREIGN_KEYS:
-                target, why = FOREIGN_KEYS[key.lower()]
-                self.error(path, f"unknown key; did you mean `{target}`? {why}"
-                           f"{_foreign_fix(key.lower(), table[key])}")
+            elif where == "stage_requirements" and key in TOP_LEVEL_ONLY:
+                self.error(
+                    path,
+                    f"`{key}` belongs in the [[stages]] table itself, not in "
+                    "[stages.requirements]: move it above [stages.requirements]",
+                )
+            elif spelled != key and spelled in allowed + (() if nested else NESTED_ONLY):
+                where_to = f" in {home}" if spelled not in allowed else ""
+                self.error(
+                    path,
+                    f"unknown key; did you mean `{spelled}`{where_to}? Keys are lowercase "
+                    "with underscores",
+                )
+            elif spelled in FOREIGN_KEYS:
+                target, why = FOREIGN_KEYS[spelled]
+                where_to = f" in {home}" if not nested and target in NESTED_ONLY else ""
+                fix = _foreign_fix(spelled, table[key])
+                self.error(path, f"unknown key; did you mean `{target}`{where_to}? {why}{fix}")
             else:
-                pool = list(allowed) + (list(NESTED_ONLY) if where != "requirements" else [])
-                close = difflib.get_close_matches(key, pool, n=1, cutoff=0.6)
-                hint = f"; did you mean `{close[0]}`?" if close else ""
+                pool = list(allowed) + ([] if nested else list(NESTED_ONLY))
+                close = (
+                    difflib.get_close_matches(spelled, pool, n=1, cutoff=0.6)
+                    if len(key) <= _MAX_NAME
+                    else []
+                )
+                hint = ""
+                if close:
+                    where_to = f" in {home}" if close[0] not in allowed else ""
+                    hint = f"; did you mean `{close[0]}`{where_to}?"
                 valid = ", ".join(allowed)
                 self.error(path, f"unknown key{hint} (allowed here: {valid})")
 
@@ -308,34 +440,35 @@ class _Normalizer:
 
     def _requirements(
         self, flat: dict[str, Any], nested: dict[str, Any], prefix: Key
-    ) -> tuple[Requirements, str, bool, tuple[bool, bool]]:
-        """Merge flat shortcuts and the nested table of one level (workload or stage)."""
+    ) -> tuple[Requirements, str, tuple[bool, bool]]:
+        """Merge flat shortcuts and the nested table of one level (workload or stage).
+
+        Returns the requirements, the normalized optimization and whether ``cpu`` and
+        ``disk_gb`` were set to something other than zero (stages inherit them if not).
+        """
         values: dict[str, tuple[Any, Key]] = {}
-        for key in FLAT_SHORTCUTS:
-            in_flat, in_nested = key in flat, key in nested
+        for name in FLAT_SHORTCUTS:
+            in_flat, in_nested = name in flat, name in nested
             if in_flat and in_nested:
+                where = "at the top level" if not prefix else "as a stage shortcut"
+                table = "[requirements]" if not prefix else "[stages.requirements]"
+                other = self._line((*prefix, "requirements", name))
                 self.error(
-                    (*prefix, key),
-                    f"set both at the top level and in [requirements] (line "
-                    f"{self._line((*prefix, 'requirements', key))}); keep one of them"
-                    if not prefix
-                    else "set both as a stage shortcut and in [stages.requirements]; keep one",
+                    (*prefix, name),
+                    f"set both {where} and in {table} ({other}), even if they agree: "
+                    "keep only one of them",
                 )
                 continue
             if in_flat:
-                values[key] = (flat[key], (*prefix, key))
+                values[name] = (flat[name], (*prefix, name))
             elif in_nested:
-                values[key] = (nested[key], (*prefix, "requirements", key))
-        for key in NESTED_ONLY:
-            if key in nested:
-                values[key] = (nested[key], (*prefix, "requirements", key))
+                values[name] = (nested[name], (*prefix, "requirements", name))
+        for name in NESTED_ONLY:
+            if name in nested:
+                values[name] = (nested[name], (*prefix, "requirements", name))
 
-        gpu = None
-        if "gpu" in values:
-            gpu = self._gpu(*values["gpu"])
-        count = 0
-        if "gpu_count" in values:
-            count = self._gpu_count(*values["gpu_count"])
+        gpu = self._gpu(*values["gpu"]) if "gpu" in values else None
+        count = self._gpu_count(*values["gpu_count"]) if "gpu_count" in values else 0
         peak = None
         if "peak_memory_gb" in values:
             peak = self._number(*values["peak_memory_gb"], positive=True, unit="GB per GPU")
@@ -344,14 +477,14 @@ class _Normalizer:
         optimization = "automatic"
         if "optimization" in values:
             raw, key = values["optimization"]
-            self._optimization(raw, key, nested_form=key[-2:-1] == ("requirements",))
+            self._optimization(raw, key, nested_form="requirements" in key)
         gpu_given = "gpu" in values or "gpu_count" in values or "peak_memory_gb" in values
-        if gpu_given and count == 0 and "gpu_count" not in values:
-            count = 1
+        if gpu_given and "gpu_count" not in values:
+            count = 1  # SPEC 2.1: omitted with a GPU requested means one
         if gpu is not None and peak is not None:
             family = self.table.lookup(gpu)
             if family is not None and family.memory_gb and peak > family.max_memory_gb:
-                sizes = ", ".join(f"{m:g} GB" for m in family.memory_gb)
+                sizes = " or ".join(f"{m:g} GB" for m in family.memory_gb)
                 self.error(
                     values["peak_memory_gb"][1],
                     f"no {gpu} has {peak:g} GB: {gpu} comes with {sizes} per GPU; "
@@ -361,17 +494,13 @@ class _Normalizer:
         cpu = self._quantity(values.get("cpu"), "CPUs")
         memory = self._quantity(values.get("memory_gb"), "GB")
         disk = self._quantity(values.get("disk_gb"), "GB")
-        location = None
-        if "location" in values:
-            location = self._location(*values["location"])
+        location = self._location(*values["location"]) if "location" in values else None
         max_price = None
         if "max_price_per_hour" in values:
             max_price = self._number(
                 *values["max_price_per_hour"], positive=True, unit="USD per hour"
             )
-        arch = None
-        if "arch" in values:
-            arch = self._arch(*values["arch"])
+        arch = self._arch(*values["arch"]) if "arch" in values else None
         reqs = Requirements(
             gpu=gpu,
             gpu_count=count,
@@ -384,146 +513,235 @@ class _Normalizer:
             arch=arch,
         )
         # Zero or omitted cpu/disk mean "not set", which stages need to know to inherit.
-        return reqs, optimization, gpu_given, (bool(cpu), bool(disk))
-
-    def _line(self, key: Key) -> str:
-        line = self.lines.line_of(key) if self.lines is not None else None
-        return str(line) if line is not None else "?"
+        return reqs, optimization, (bool(cpu), bool(disk))
 
     def _gpu(self, raw: Any, key: Key) -> str | None:
-        if not isinstance(raw, str) or not raw.strip():
-            self.error(key, 'must be a GPU model name in quotes, e.g. gpu = "H100" (see `nodus gpus`)')
+        if not isinstance(raw, str):
+            self.error(
+                key, 'must be a GPU model name in quotes, e.g. gpu = "H100" (see `nodus gpus`)'
+            )
+            return None
+        if not raw.strip():
+            self.error(
+                key, 'is empty: write a model, e.g. gpu = "H100", or omit gpu to accept any model'
+            )
+            return None
+        if len(raw) > _MAX_NAME:
+            self.error(
+                key, 'is not a GPU model name: write a model, e.g. gpu = "H100" (see `nodus gpus`)'
+            )
             return None
         family = self.table.lookup(raw)
         if family is not None:
             return family.name
-        variant = self.table.variant(raw)
-        if variant is not None:
-            fam = variant.family.name
-            if variant.memory_gb is not None:
-                self.error(
-                    key,
-                    f'"{raw}" names a memory variant, not a model: write gpu = "{fam}" '
-                    f"with peak_memory_gb = {variant.memory_gb:g}",
-                )
-            else:
-                self.error(
-                    key,
-                    f'"{raw}" names a form factor, not a model: write gpu = "{fam}" '
-                    "(the form factor cannot be requested)",
-                )
-            return None
-        if self.table.is_supplier(raw):
-            self.error(
-                key,
-                f'"{raw}" is a supplier, not a GPU model: nodus compares every supplier; '
-                'write the model, e.g. gpu = "H100", and narrow by location if needed',
-            )
-            return None
-        machine = _machine_hint(raw)
-        if machine is not None:
-            self.error(key, machine)
-            return None
-        close = self.table.suggestions(raw)
-        hint = f"; did you mean {gpus.quoted_list(close)}?" if close else ""
-        self.error(key, f'unknown GPU model "{raw}"{hint} (`nodus gpus` lists them)')
+        message = (
+            self._variant_message(raw)
+            or self._count_message(raw)
+            or self._supplier_message(raw)
+            or _machine_message(raw)
+            or self._unknown_gpu_message(raw)
+        )
+        self.error(key, message)
         return None
 
+    def _variant_message(self, raw: str) -> str | None:
+        variant = self.table.variant(raw)
+        if variant is None:
+            return None
+        fam = variant.family.name
+        if variant.memory_gb is not None:
+            what = "a form factor and memory variant" if variant.form_factor else "a memory variant"
+            return (
+                f'"{raw}" names {what}, not a model: write gpu = "{fam}" '
+                f"with peak_memory_gb = {variant.memory_gb:g}"
+            )
+        return (
+            f'"{raw}" names a form factor, not a model: write gpu = "{fam}" (a form factor such '
+            "as SXM or PCIe cannot be requested; set peak_memory_gb for the memory you need)"
+        )
+
+    def _count_message(self, raw: str) -> str | None:
+        """``"H100:8"``, ``"8x H100"``: a model and a count in one string."""
+        for pattern in _MODEL_AND_COUNT:
+            m = pattern.match(raw)
+            if m is None:
+                continue
+            family = self.table.lookup(m.group("name"))
+            if family is None:
+                continue
+            return (
+                f'"{raw}" names a model and a count: write gpu = "{family.name}", '
+                f"gpu_count = {int(m.group('count'))}"
+            )
+        return None
+
+    def _supplier_message(self, raw: str) -> str | None:
+        if not self.table.is_supplier(raw):
+            return None
+        return (
+            f'"{raw}" is a supplier, not a GPU model: nodus compares every supplier; write the '
+            'model, e.g. gpu = "H100", and narrow the choice with location if needed'
+        )
+
+    def _unknown_gpu_message(self, raw: str) -> str:
+        resolved = self.table.resolve_supplier_spelling(raw)
+        close = [resolved[0].name] if resolved is not None else []
+        for name in self.table.suggestions(raw):
+            if name not in close:
+                close.append(name)
+        hint = f"; did you mean {gpus.quoted_list(close[:3])}?" if close else ""
+        return f'unknown GPU model "{raw}"{hint} (`nodus gpus` lists them)'
+
     def _gpu_count(self, raw: Any, key: Key) -> int:
-        if isinstance(raw, bool) or not isinstance(raw, int | float):
+        if isinstance(raw, bool):
+            self.error(key, f"must be a whole number: 1, 2, 4 or 8, not {_toml(raw)}")
+            return 0
+        if isinstance(raw, str):
+            fix = (
+                f": write gpu_count = {raw.strip()}" if raw.strip() in ("1", "2", "4", "8") else ""
+            )
+            self.error(key, f"must be a number without quotes (1, 2, 4 or 8){fix}")
+            return 0
+        if not isinstance(raw, int | float):
             self.error(key, "must be a whole number: 1, 2, 4 or 8")
             return 0
         if isinstance(raw, float):
             if not math.isfinite(raw):
-                self.error(key, "must be a whole number: 1, 2, 4 or 8 (not inf or nan)")
+                self.error(key, f"must be a whole number: 1, 2, 4 or 8, not {raw}")
                 return 0
             if not raw.is_integer():
                 self.error(key, f"must be a whole number of GPUs (1, 2, 4 or 8), not {raw:g}")
                 return 0
-            self.error(key, f"must be an integer: write gpu_count = {int(raw)}")
-            return 0
-        if raw in ALLOWED_COUNTS:
-            return raw
-        if raw > 8:
+            if int(raw) in ALLOWED_COUNTS:
+                self.error(key, f"must be an integer: write gpu_count = {int(raw)}")
+                return 0
+        count = int(raw)
+        if count in ALLOWED_COUNTS:
+            return count
+        if count > 8:
             self.error(
                 key,
-                f"{raw} GPUs cannot be requested: gpu_count counts GPUs on ONE machine "
-                "(at most 8), and a group of machines cannot satisfy a request",
+                f"{count} GPUs cannot be requested: gpu_count counts GPUs on ONE machine (1, 2, 4 "
+                "or 8), and a group of machines cannot satisfy a request; use at most 8",
             )
-        elif raw <= 0:
+        elif count < 0:
+            self.error(key, "cannot be negative: use 1, 2, 4 or 8 GPUs")
+        elif count == 0:
             self.error(
-                key,
-                "must be 1, 2, 4 or 8; omit gpu_count (and gpu) for a workload without a GPU",
+                key, "must be 1, 2, 4 or 8; omit gpu_count (and gpu) for a workload without a GPU"
             )
         else:
-            self.error(key, f"must be 1, 2, 4 or 8, not {raw}")
+            up = next(c for c in ALLOWED_COUNTS if c >= count)
+            self.error(
+                key,
+                f"must be 1, 2, 4 or 8, not {count}: machines carry 1, 2, 4 or 8 GPUs; "
+                f"write gpu_count = {up}",
+            )
         return 0
 
     def _interconnect(self, raw: Any, key: Key) -> None:
         if raw == "any":
             return
-        if isinstance(raw, str):
+        if isinstance(raw, str) and raw.strip().lower() == "any":
+            self.error(key, 'write gpu_interconnect = "any" (lowercase, no spaces)')
+        elif isinstance(raw, str):
             self.error(
                 key,
                 f'"{raw}" cannot be requested: the interconnect topology cannot be verified yet; '
-                'use gpu_interconnect = "any" or omit it (a GPU count never implies NVLink)',
+                'write gpu_interconnect = "any" or omit it (a GPU count never implies NVLink, '
+                "NVSwitch or pooled memory)",
             )
         else:
-            self.error(key, 'must be the string "any"')
+            self.error(key, 'must be the string "any": write gpu_interconnect = "any" or omit it')
 
     def _optimization(self, raw: Any, key: Key, nested_form: bool) -> None:
         if raw == "" and nested_form:
+            self.warn(key, "an empty optimization is accepted but has no effect: omit it")
             return
         if raw == "":
             self.error(
                 key,
-                "the flat shortcut does not accept an empty string: omit optimization",
+                "the flat shortcut does not accept an empty string: omit optimization "
+                "(it has no effect)",
             )
             return
         if isinstance(raw, str) and raw in LEGACY_OPTIMIZATION:
-            self.warn(key, f'"{raw}" has no effect and is recorded as "automatic": omit it')
+            self.warn(
+                key,
+                f'"{raw}" is a legacy setting with no effect, recorded as "automatic": omit it',
+            )
             return
         allowed = ", ".join(LEGACY_OPTIMIZATION)
-        self.error(key, f"is a legacy setting with no effect: omit it (accepted values: {allowed})")
+        shown = f'"{raw}"' if isinstance(raw, str) else _toml(raw)
+        self.error(
+            key,
+            f"{shown} is not an accepted value; optimization is a legacy setting with no effect: "
+            f"omit it (accepted for compatibility: {allowed})",
+        )
 
     def _location(self, raw: Any, key: Key) -> str | None:
         if not isinstance(raw, str) or not raw.strip():
-            self.error(key, 'must be a region or region prefix in quotes, e.g. location = "us"')
+            self.error(
+                key,
+                'must be a region or region prefix in quotes, e.g. location = "us" or '
+                '"us-east-1"; omit it to allow any location',
+            )
             return None
-        return raw.strip()
+        location = raw.strip()
+        if len(location) > _MAX_NAME or not _known_location(location):
+            self.warn(
+                key,
+                f'"{_clip(location)}" matches no region or area nodus knows, so no catalog '
+                'offer will match: use an area (us, eu, asia, ...) or a region such as "us-east-1"',
+            )
+        return location
 
     def _arch(self, raw: Any, key: Key) -> str | None:
         if raw in ARCHES:
             return str(raw)
-        fix = {"amd64": "x86_64", "x64": "x86_64", "x86-64": "x86_64", "aarch64": "arm64",
-               "arm": "arm64"}
-        if isinstance(raw, str) and raw.lower() in fix:
-            self.error(key, f'write arch = "{fix[raw.lower()]}" (nodus spells it that way)')
+        fix = {
+            "amd64": "x86_64",
+            "x64": "x86_64",
+            "x86-64": "x86_64",
+            "x86_64": "x86_64",
+            "intel": "x86_64",
+            "aarch64": "arm64",
+            "arm": "arm64",
+            "arm64": "arm64",
+            "arm64v8": "arm64",
+        }
+        if isinstance(raw, str) and raw.strip().lower() in fix:
+            self.error(key, f'write arch = "{fix[raw.strip().lower()]}" (nodus spells it that way)')
         else:
-            self.error(key, 'must be "x86_64" or "arm64"')
+            self.error(key, 'must be "x86_64" or "arm64"; omit it to accept either')
         return None
 
     # -- numbers -------------------------------------------------------------------
 
     def _number(self, raw: Any, key: Key, positive: bool, unit: str) -> float | None:
+        name = key[-1]
         if isinstance(raw, bool):
-            self.error(key, f"must be a number ({unit}), not true/false")
+            self.error(key, f"must be a number ({unit}), not {_toml(raw)}")
             return None
         if isinstance(raw, str):
             self.error(key, f"must be a number ({unit}) without quotes{_unquote_fix(raw, key)}")
             return None
         if not isinstance(raw, int | float):
-            self.error(key, f"must be a number ({unit})")
+            self.error(key, f"must be a number ({unit}), e.g. {name} = 8")
+            return None
+        if isinstance(raw, int) and abs(raw) >= _MAX_NUMBER:
+            self.error(key, f"is too large to be a quantity ({unit})")
             return None
         value = float(raw)
         if not math.isfinite(value):
             self.error(key, f"must be a finite number ({unit}), not {raw}")
             return None
         if value < 0:
-            self.error(key, f"cannot be negative ({unit})")
+            self.error(key, f"cannot be negative ({unit}), got {value:g}")
             return None
         if positive and value == 0:
-            self.error(key, f"must be greater than 0 ({unit}); omit it to set no limit")
+            limit = "omit it to set no limit" if name != "peak_memory_gb" else "omit it"
+            self.error(key, f"must be greater than 0 ({unit}); {limit}")
             return None
         return value
 
@@ -541,7 +759,6 @@ class _Normalizer:
 
     def _string(self, doc: dict[str, Any], key: Key) -> str | None:
         name = key[-1]
-        assert isinstance(name, str)
         if name not in doc:
             return None
         raw = doc[name]
@@ -549,27 +766,57 @@ class _Normalizer:
             self.error(key, f'must be a string in quotes, e.g. {name} = "..."')
             return None
         if not raw.strip():
-            self.error(key, "must not be empty")
+            self.error(key, f"must not be empty; write a value or omit {name}")
+            return None
+        if "\x00" in raw:
+            self.error(key, "must not contain a NUL character (\\u0000)")
             return None
         return raw
+
+    def _image(self, doc: dict[str, Any], key: Key) -> str | None:
+        image = self._string(doc, key)
+        if image is not None and any(c.isspace() for c in image):
+            self.error(
+                key,
+                f'"{_clip(image)}" is not an image reference: it contains whitespace; '
+                'write image = "registry/name:tag"',
+            )
+            return None
+        return image
 
     def _command(self, doc: dict[str, Any], key: Key) -> list[str] | None:
         if "command" not in doc:
             return None
         raw = doc["command"]
+        empty = "must not be empty; omit it to run the image's own command"
         if isinstance(raw, str):
             if not raw.strip():
-                self.error(key, "must not be empty; omit it to run the image's own command")
+                self.error(key, empty)
+                return None
+            if "\x00" in raw:
+                self.error(key, "must not contain a NUL character (\\u0000)")
                 return None
             return ["/bin/sh", "-c", raw]
-        if isinstance(raw, list) and raw and all(isinstance(a, str) for a in raw):
-            return list(raw)
-        if isinstance(raw, list) and not raw:
-            self.error(key, "must not be empty; omit it to run the image's own command")
-            return None
+        if isinstance(raw, list):
+            if not raw:
+                self.error(key, empty)
+                return None
+            ok = True
+            for index, arg in enumerate(raw):
+                if not isinstance(arg, str):
+                    self.error(
+                        (*key, index),
+                        f"every argument must be a string: write {_toml(arg, quoted=True)}",
+                    )
+                    ok = False
+                elif "\x00" in arg:
+                    self.error((*key, index), "must not contain a NUL character (\\u0000)")
+                    ok = False
+            return list(raw) if ok else None
         self.error(
             key,
-            'must be a list of strings, e.g. ["python", "train.py"], or one string run by /bin/sh -c',
+            'must be a list of strings, e.g. ["python", "train.py"], or one string run by '
+            "/bin/sh -c",
         )
         return None
 
@@ -583,16 +830,23 @@ class _Normalizer:
         for name, value in raw.items():
             path = (*key, name)
             if not _ENV_NAME.match(name):
-                self.error(path, "is not a valid environment variable name (letters, digits, _)")
+                self.error(
+                    path,
+                    "is not a valid environment variable name: use letters, digits and _, "
+                    "not starting with a digit",
+                )
                 continue
             if name in RESERVED_ENV:
                 self.error(path, f"{name} is set by nodus for every stage; choose another name")
                 continue
             if isinstance(value, bool) or not isinstance(value, str | int | float):
-                self.error(path, f'must be a string, e.g. {name} = "{_tomlish(value)}"')
+                self.error(path, f"must be a string: write {name} = {_toml(value, quoted=True)}")
                 continue
             if isinstance(value, float) and not math.isfinite(value):
-                self.error(path, f'must be a string, e.g. {name} = "..."')
+                self.error(path, f'must be a string: write {name} = "{value}"')
+                continue
+            if isinstance(value, str) and "\x00" in value:
+                self.error(path, "must not contain a NUL character (\\u0000)")
                 continue
             env[name] = value if isinstance(value, str) else str(value)
         return env
@@ -608,7 +862,11 @@ class _Normalizer:
         env: dict[str, str],
     ) -> list[Stage]:
         if not isinstance(raw, list) or not all(isinstance(s, dict) for s in raw):
-            self.error(("stages",), "must be an array of tables: write each stage as [[stages]]")
+            self.error(
+                ("stages",),
+                "must be an array of tables: write each stage as a [[stages]] table with "
+                'name = "..." below it',
+            )
             return []
         if not raw:
             self.error(("stages",), "is empty: add [[stages]] tables or remove `stages`")
@@ -620,12 +878,14 @@ class _Normalizer:
             self._check_keys(table, prefix, STAGE_KEYS, where="stage")
             nested = table.get("requirements", {})
             if not isinstance(nested, dict):
-                self.error((*prefix, "requirements"), "must be a table: [stages.requirements]")
-                nested = {}
-            else:
-                self._check_keys(
-                    nested, (*prefix, "requirements"), REQUIREMENT_KEYS, where="requirements"
+                self.error(
+                    (*prefix, "requirements"),
+                    "must be a table: write [stages.requirements] after this stage's keys",
                 )
+                nested = {}
+            self._check_keys(
+                nested, (*prefix, "requirements"), REQUIREMENT_KEYS, where="stage_requirements"
+            )
             name = self._string(table, (*prefix, "name"))
             if "name" not in table:
                 self.error(prefix, 'every stage needs a name: add name = "..." to this [[stages]]')
@@ -633,32 +893,37 @@ class _Normalizer:
                 if not _STAGE_NAME.match(name):
                     self.error(
                         (*prefix, "name"),
-                        f'"{name}" is not a valid stage name: use letters, digits, ".", "_" or '
-                        '"-", starting with a letter or digit, at most 63 characters',
+                        f'"{_clip(name)}" is not a valid stage name: use letters, digits, ".", '
+                        '"_" or "-", starting with a letter or digit, at most 63 characters',
                     )
                 elif name in seen:
+                    first = seen[name]
                     self.error(
                         (*prefix, "name"),
-                        f'"{name}" is already the name of stage {seen[name]}: names must be unique',
+                        f'"{name}" is already the name of stages[{first}] '
+                        f"({self._line(('stages', first, 'name'))}): stage names must be unique",
                     )
                 else:
                     seen[name] = index
-            stage_image = self._string(table, (*prefix, "image")) or image
-            if stage_image is None:
-                self.error(
-                    (*prefix, "image"),
-                    "no image: set image at the top level or in this stage",
-                )
+            stage_image = self._image(table, (*prefix, "image"))
+            if stage_image is None and "image" not in table:
+                stage_image = image
+                if image is None:
+                    self.error(
+                        (*prefix, "image"),
+                        'no image: set image = "registry/name:tag" at the top level or in '
+                        "this stage",
+                    )
             stage_command = self._command(table, (*prefix, "command"))
             stage_env = {**env, **self._env(table.get("env"), (*prefix, "env"))}
-            own, _, _, (cpu_set, disk_set) = self._requirements(table, nested, prefix)
+            own, _, (cpu_set, disk_set) = self._requirements(table, nested, prefix)
             for key in WHOLE_WORKLOAD:
                 mine, theirs = getattr(own, key), getattr(base, key)
                 if mine is not None and theirs is not None and mine != theirs:
                     self.error(
                         (*prefix, "requirements", key),
-                        f"{key} is set for the whole workload ({theirs!r}) and applies to every "
-                        "stage; remove it here or change it at the top",
+                        f"the whole workload has {key} = {_toml(theirs)}, which applies to every "
+                        f"stage: remove {key} here or change it at the top level",
                     )
             effective = replace(
                 own,
@@ -680,29 +945,55 @@ class _Normalizer:
         return stages
 
 
-def _first_gpu_key(doc: dict[str, Any], nested: dict[str, Any]) -> Key:
-    for key in ("gpu", "gpu_count", "peak_memory_gb"):
-        if key in doc:
-            return (key,)
-        if key in nested:
-            return ("requirements", key)
-    return ("requirements",)
-
-
-def _machine_hint(raw: str) -> str | None:
-    """Machine IDs in a GPU field: say what the machine carries when the catalog knows it."""
+@cache
+def _machines() -> dict[str, list[tuple[str, str | None, int, float]]]:
+    """Catalog machine IDs (lowercase) and the GPU configurations they come with."""
     from nodus_cli import catalog  # deferred: validating good files never loads the catalog
 
-    offer = catalog.find_machine(raw)
-    if offer is not None:
+    found: dict[str, list[tuple[str, str | None, int, float]]] = {}
+    try:
+        offers = catalog.embedded().offers
+    except Exception:  # a broken installation must not break validation
+        return found
+    for offer in offers:
+        config = (offer.supplier, offer.gpu, offer.gpu_count, offer.gpu_memory_gb)
+        configs = found.setdefault(offer.machine_id.strip().lower(), [])
+        if config not in configs:
+            configs.append(config)
+    for configs in found.values():
+        configs.sort(key=lambda c: (c[0], c[1] or "", c[2], c[3]))
+    return found
+
+
+def _machine_message(raw: str) -> str | None:
+    """Machine IDs in a GPU field: say what the machine carries when the catalog knows it."""
+    configs = _machines().get(raw.strip().lower())
+    if configs:
+        supplier = configs[0][0]
+        with_gpus = [c for c in configs if c[1] and c[2]]
+        if not with_gpus:
+            return (
+                f'"{raw}" is a machine ID ({supplier}) without GPUs, not a GPU model: '
+                "omit gpu for a CPU-only workload"
+            )
+        if len(with_gpus) == 1:
+            _, gpu, count, memory = with_gpus[0]
+            fix = f'gpu = "{gpu}", gpu_count = {count}'
+            if memory:
+                fix += f", peak_memory_gb = {memory:g}"
+            return (
+                f'"{raw}" is a machine ID ({supplier}), not a GPU model; it carries '
+                f"{count}× {gpu}" + (f" ({memory:g} GB each)" if memory else "") + f": write {fix}"
+            )
+        shown = [f"{c}× {g} ({m:g} GB each)" for _, g, c, m in with_gpus[:4]]
+        more = ", ..." if len(with_gpus) > 4 else ""
+        _, gpu, count, _ = with_gpus[0]
         return (
-            f'"{raw}" is a machine ID ({offer.supplier}), not a GPU model; it carries '
-            f"{offer.gpu_count}× {offer.gpu} ({offer.gpu_memory_gb:g} GB each): write "
-            f'gpu = "{offer.gpu}", gpu_count = {offer.gpu_count}'
-            + (f", peak_memory_gb = {offer.gpu_memory_gb:g}" if offer.gpu_memory_gb else "")
+            f'"{raw}" is a machine ID ({supplier}), not a GPU model; it comes with '
+            f"{', '.join(shown)}{more}: write the model and count you need, e.g. "
+            f'gpu = "{gpu}", gpu_count = {count}'
         )
-    if re.search(r"\d+xlarge|\.\d*x?large|standard|highgpu|megagpu|ultragpu|^[a-z]\d[a-z]*\.", raw,
-                 re.IGNORECASE):
+    if _MACHINE_LIKE.search(raw):
         return (
             f'"{raw}" looks like a machine ID, not a GPU model: write the model it carries, '
             'e.g. gpu = "A100", with gpu_count'
@@ -710,25 +1001,61 @@ def _machine_hint(raw: str) -> str | None:
     return None
 
 
+@cache
+def _known_location(location: str) -> bool:
+    from nodus_cli import locations
+
+    try:
+        return locations.is_known(location)
+    except Exception:  # a broken installation must not break validation
+        return True
+
+
+def _number_text(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):
+        return str(value) if abs(value) < _MAX_NUMBER else None
+    return f"{value:g}" if math.isfinite(value) else None
+
+
 def _foreign_fix(key: str, value: Any) -> str:
+    """The concrete line to write instead, when the value says it."""
+    number = _number_text(value)
     if key in ("accelerators", "accelerator", "gpus") and isinstance(value, str):
-        m = _ACCELERATOR_SPEC.match(value)
-        if m:
-            return f' (here: gpu = "{m.group(1)}", gpu_count = {m.group(2)})'
-        return f' (here: gpu = "{value}")'
-    if key in ("num_gpus", "gpus") and isinstance(value, int) and not isinstance(value, bool):
-        return f" (here: gpu_count = {value})"
-    if key == "gpu_type" and isinstance(value, str):
-        return f' (here: gpu = "{value}")'
-    if key == "memory_bytes" and isinstance(value, int) and not isinstance(value, bool):
+        table = gpus.table()
+        for pattern in _MODEL_AND_COUNT:
+            m = pattern.match(value) if len(value) <= _MAX_NAME else None
+            if m:
+                family = table.lookup(m.group("name"))
+                name = family.name if family else m.group("name").strip()
+                return f' (here: gpu = "{name}", gpu_count = {int(m.group("count"))})'
+        family = table.lookup(value)
+        if family is not None:
+            return f' (here: gpu = "{family.name}")'
+        return ""
+    if key in ("gpu_type", "gpu_model", "gpu_name") and isinstance(value, str):
+        family = gpus.table().lookup(value)
+        if family is not None:
+            return f' (here: gpu = "{family.name}")'
+        return ""
+    if number is None:
+        return ""
+    if key in ("num_gpus", "gpus", "gpu_num", "n_gpus"):
+        return f" (here: gpu_count = {number})"
+    if key == "memory_bytes" and isinstance(value, int):
         return f" (here: memory_gb = {value / 1024**3:g})"
-    if key in ("num_cpus", "cpus", "vcpus") and isinstance(value, int | float):
-        return f" (here: cpu = {value})"
+    if key in ("num_cpus", "cpus", "vcpus", "cpu_count"):
+        return f" (here: cpu = {number})"
+    if key in ("gpu_memory_gb", "gpu_memory", "vram"):
+        return f" (here: peak_memory_gb = {number})"
+    if key in ("max_price", "price_limit"):
+        return f" (here: max_price_per_hour = {number})"
     return ""
 
 
 def _unquote_fix(raw: str, key: Key) -> str:
-    m = _SIZE_SPEC.match(raw)
+    m = _SIZE_SPEC.match(raw) if len(raw) <= _MAX_NAME else None
     if not m:
         return ""
     number = float(m.group(1))
@@ -740,7 +1067,20 @@ def _unquote_fix(raw: str, key: Key) -> str:
     return f": write {key[-1]} = {number:g}"
 
 
-def _tomlish(value: Any) -> str:
+def _toml(value: Any, quoted: bool = False) -> str:
+    """A value as it would be written in TOML (``quoted``: as a string)."""
     if isinstance(value, bool):
-        return "true" if value else "false"
-    return "..."
+        text = "true" if value else "false"
+    elif isinstance(value, float):
+        text = f"{value:g}" if math.isfinite(value) else str(value)
+    elif isinstance(value, int | str):
+        text = str(value)
+    else:
+        return '"..."'
+    if quoted or isinstance(value, str):
+        return json.dumps(_clip(text), ensure_ascii=False)
+    return text
+
+
+def _clip(text: str, limit: int = _MAX_NAME) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
