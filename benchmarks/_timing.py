@@ -44,7 +44,7 @@ def interleaved_medians(
 ) -> dict[str, float]:
     """Run each command once per round, in turn, and return each one's median seconds."""
     samples: dict[str, list[float]] = {name: [] for name in commands}
-    for name, cmd in commands.items():  # warm the file cache once
+    for cmd in commands.values():  # warm the file cache once
         wall(cmd, env)
     for _ in range(rounds):
         for name, cmd in commands.items():

@@ -139,8 +139,10 @@ def bench_cold(path: Path, repeats: int) -> None:
     validate = median_seconds(lambda: run("validate"), repeats)
     plan = median_seconds(lambda: run("plan"), repeats)
     plan_json = median_seconds(lambda: run("plan", "--json"), repeats)
-    print(f"cold CLI on {path.relative_to(REPO) if path.is_relative_to(REPO) else path} "
-          f"(median of {repeats} fresh interpreters):")
+    print(
+        f"cold CLI on {path.relative_to(REPO) if path.is_relative_to(REPO) else path} "
+        f"(median of {repeats} fresh interpreters):"
+    )
     print(f"  nodus validate      {validate * 1e3:7.1f} ms  1.00x (baseline)")
     print(f"  nodus plan          {plan * 1e3:7.1f} ms  {plan / validate:.2f}x")
     print(f"  nodus plan --json   {plan_json * 1e3:7.1f} ms  {plan_json / validate:.2f}x")

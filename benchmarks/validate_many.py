@@ -30,7 +30,7 @@ def generate(folder: Path, count: int, seed: int = 7) -> None:
         if i % 3 == 0:
             stages = (
                 '\n[[stages]]\nname = "prepare"\ncommand = "python prep.py"\n'
-                '[stages.requirements]\ncpu = 2\n'
+                "[stages.requirements]\ncpu = 2\n"
                 f'\n[[stages]]\nname = "train"\ngpu = "{gpu}"\ngpu_count = 2\n'
             )
         broken = 'gpu_type = "A100"\n' if i % 10 == 0 else ""
