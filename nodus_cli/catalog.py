@@ -1,9 +1,14 @@
 """The market catalog: machine configurations with public hourly prices.
 
 The embedded catalog (``data/catalog.csv``) is built by ``tools/build_catalog.py`` from
-the shared, sourced ``offers.csv``; GPU spellings are already canonical there. A user
-catalog (``--catalog FILE.csv`` or ``NODUS_CATALOG``) has the SPEC section 4 columns and
-is canonicalized on load, with every bad row reported by line.
+the shared, sourced ``offers.csv``; its source and date are in ``catalog_meta.json``.
+A user catalog (``--catalog FILE.csv`` or ``NODUS_CATALOG``) has the SPEC section 4
+columns and goes through the same :func:`parse_row`, so supplier GPU spellings are
+canonicalized on load the way the embedded catalog was built, and every bad row is
+reported with its line number.
+
+GPU memory is the nominal memory of the model variant (an 80 GB A100 is 80, an AWS A10G
+reported as 22.4 GB is 24), never a supplier's under-reported figure.
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ import csv
 import json
 import math
 import os
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +40,22 @@ REQUIRED_COLUMNS = (
     "price_per_hour",
     "spot_price_per_hour",
     "arch",
+)
+#: Columns of the embedded catalog file (the SPEC columns plus ``disk_gb``).
+EMBEDDED_COLUMNS = (*REQUIRED_COLUMNS[:7], "disk_gb", *REQUIRED_COLUMNS[7:])
+
+_DATA = Path(__file__).resolve().parent / "data"
+_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "arm64": "arm64",
+         "aarch64": "arm64"}  # fmt: skip
+# vast merges variants in its accelerator name (RTX4070 is also the 4070 Ti SUPER); its
+# machine_id carries the exact model: "2x-RTX_4070S_Ti-32-65536".
+_VAST_MACHINE = re.compile(r"\d+x-(.+)-\d+-\d+")
+# Per-GPU memory a machine ID states when the supplier's GPU column does not.
+_MACHINE_MEMORY: tuple[tuple[str, re.Pattern[str], float | None], ...] = (
+    # Azure NC*ads_H100_v5 carry the H100 NVL, 94 GB (Azure documentation).
+    ("azure", re.compile(r"^Standard_NC\d+ad[a-z]*_H100_v5$"), 94.0),
+    # primeintellect: "crusoecloud__8xA100_80GB__96__960".
+    ("primeintellect", re.compile(r"x[A-Za-z0-9]+_(\d+)GB__"), None),
 )
 
 
@@ -65,13 +88,18 @@ class Offer:
             "gpu": self.gpu,
             "gpu_count": self.gpu_count,
             "gpu_memory_gb": self.gpu_memory_gb,
-            "vcpus": self.vcpus,
+            "vcpus": whole(self.vcpus),
             "memory_gb": self.memory_gb,
             "disk_gb": self.disk_gb,
             "arch": self.arch,
             "price_per_hour": self.price_per_hour,
             "spot_price_per_hour": self.spot_price_per_hour,
         }
+
+
+def whole(value: float) -> float | int:
+    """192.0 -> 192 (vCPU counts read better as integers); 0.5 stays 0.5."""
+    return int(value) if float(value).is_integer() else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,16 +113,54 @@ class CatalogError(NodusError):
     pass
 
 
+# -- the embedded catalog ------------------------------------------------------------
+
+
 def embedded_path() -> Path:
-    return Path(str(resources.files("nodus_cli").joinpath("data/catalog.csv")))
+    return _DATA / "catalog.csv"
 
 
 @cache
 def embedded() -> Catalog:
-    meta_text = resources.files("nodus_cli").joinpath("data/catalog_meta.json").read_text("utf-8")
+    """The catalog that ships with nodus, read once per process."""
     path = embedded_path()
-    offers = _read_embedded(path)
-    return Catalog(offers, str(path), json.loads(meta_text))
+    try:
+        offers = _read_embedded(path)
+        meta = json.loads((_DATA / "catalog_meta.json").read_text("utf-8"))
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise CatalogError(
+            f"the embedded catalog {path} cannot be read: {exc}",
+            hint="reinstall nodus, or pass --catalog FILE.csv",
+        ) from None
+    return Catalog(offers, str(path), meta)
+
+
+def _read_embedded(path: Path) -> tuple[Offer, ...]:
+    """A plain positional reader: the file is ours and already canonical, so this skips
+    the checks of :func:`parse_row` (start-up cost matters: `nodus plan` is interactive)."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = csv.reader(handle)
+        header = next(rows)
+        col = [header.index(c) for c in EMBEDDED_COLUMNS]
+        s, m, g, n, gm, v, mem, d, r, p, sp, a = col
+        return tuple(
+            Offer(
+                row[s],
+                row[m],
+                row[r],
+                row[g] or None,
+                int(row[n] or 0),
+                float(row[gm] or 0),
+                float(row[v] or 0),
+                float(row[mem] or 0),
+                float(row[d]) if row[d] else None,
+                row[a] or "x86_64",
+                float(row[p]),
+                float(row[sp]) if row[sp] else None,
+            )
+            for row in rows
+            if row
+        )
 
 
 def load(path: str | None = None) -> Catalog:
@@ -105,34 +171,17 @@ def load(path: str | None = None) -> Catalog:
     return load_user_catalog(Path(chosen))
 
 
-def _read_embedded(path: Path) -> tuple[Offer, ...]:
-    offers = []
-    with path.open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            spot = row["spot_price_per_hour"]
-            disk = row.get("disk_gb") or ""
-            offers.append(
-                Offer(
-                    supplier=row["supplier"],
-                    machine_id=row["machine_id"],
-                    region=row["region"],
-                    gpu=row["gpu"] or None,
-                    gpu_count=int(row["gpu_count"] or 0),
-                    gpu_memory_gb=float(row["gpu_memory_gb"] or 0),
-                    vcpus=float(row["vcpus"] or 0),
-                    memory_gb=float(row["memory_gb"] or 0),
-                    disk_gb=float(disk) if disk else None,
-                    arch=row["arch"] or "x86_64",
-                    price_per_hour=float(row["price_per_hour"]),
-                    spot_price_per_hour=float(spot) if spot else None,
-                )
-            )
-    return tuple(offers)
+# -- user catalogs -------------------------------------------------------------------
 
 
 def load_user_catalog(path: Path) -> Catalog:
+    """A catalog file with the SPEC section 4 columns; every bad row is reported by line.
+
+    Rows with no on-demand price (spot only) are skipped and counted in ``meta["dropped"]``;
+    extra columns are ignored.
+    """
     try:
-        handle = path.open(newline="", encoding="utf-8")
+        handle = path.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
         raise CatalogError(
             f"{path}: cannot read the catalog: {exc.strerror or exc}",
@@ -140,33 +189,61 @@ def load_user_catalog(path: Path) -> Catalog:
         ) from None
     problems: list[str] = []
     offers: list[Offer] = []
+    dropped = 0
     with handle:
         try:
-            reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
-            missing = [c for c in REQUIRED_COLUMNS if c not in header]
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            names = [h.strip().lower() for h in header or []]
+            missing = [c for c in REQUIRED_COLUMNS if c not in names]
             if missing:
+                what = "is empty" if not names else f"lacks the column(s) {', '.join(missing)}"
                 raise CatalogError(
-                    f"{path}:1: the catalog lacks the column(s) {', '.join(missing)}",
-                    hint="columns: " + ",".join(REQUIRED_COLUMNS),
+                    f"{path}:1: the catalog {what}",
+                    hint="the first line names the columns: " + ",".join(REQUIRED_COLUMNS),
                 )
-            for row in reader:
+            for cells in reader:
                 line = reader.line_num
+                if not any(c.strip() for c in cells):
+                    continue
+                row = dict(zip(names, cells, strict=False))
                 try:
-                    offers.append(_parse_row(row))
+                    offer = parse_row(row)
                 except ValueError as exc:
                     problems.append(f"{path}:{line}: {exc}")
+                    continue
+                if offer is None:
+                    dropped += 1
+                else:
+                    offers.append(offer)
         except (UnicodeDecodeError, csv.Error) as exc:
-            raise CatalogError(f"{path}: not a readable CSV file: {exc}") from None
+            raise CatalogError(
+                f"{path}: not a readable CSV file: {exc}",
+                hint="columns: " + ",".join(REQUIRED_COLUMNS),
+            ) from None
     if problems:
         shown = "\n".join(problems[:20])
         more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        raise CatalogError(f"the catalog has {len(problems)} bad row(s):\n{shown}{more}")
-    meta = {"built_from": str(path), "rows": len(offers), "sources": [], "user_catalog": True}
+        raise CatalogError(
+            f"the catalog {path} has {len(problems)} bad row(s):\n{shown}{more}",
+            hint="fix or remove these rows (columns: " + ",".join(REQUIRED_COLUMNS) + ")",
+        )
+    try:
+        modified = datetime.fromtimestamp(path.stat().st_mtime, UTC).date().isoformat()
+    except OSError:
+        modified = None
+    meta = {
+        "built_from": str(path),
+        "built_at": modified,
+        "rows": len(offers),
+        "dropped": {"no on-demand price": dropped} if dropped else {},
+        "sources": [],
+        "user_catalog": True,
+    }
     return Catalog(tuple(offers), str(path), meta)
 
 
-def _number(row: dict[str, str], column: str, required: bool = True) -> float | None:
+def _number(row: Mapping[str, str | None], column: str, required: bool = True) -> float | None:
     text = (row.get(column) or "").strip()
     if not text:
         if required:
@@ -181,53 +258,143 @@ def _number(row: dict[str, str], column: str, required: bool = True) -> float | 
     return value
 
 
-def _parse_row(row: dict[str, str]) -> Offer:
+def canonical_gpu(
+    supplier: str, machine_id: str, spelled: str, reported_gb: float | None
+) -> tuple[gpus.GpuFamily, float] | None:
+    """A supplier's GPU spelling as (family, nominal memory per GPU), or None if unknown.
+
+    The memory is the variant the spelling or machine ID names (``A100-80GB``), else the
+    variant nearest the supplier's figure (AWS's 22.4 GB A10G is the 24 GB model), else
+    the smallest variant: never more than the machine is known to have.
+    """
     table = gpus.table()
+    hit = None
+    if supplier == "vast":
+        m = _VAST_MACHINE.fullmatch(machine_id)
+        if m:
+            hit = table.resolve_supplier_spelling(m.group(1))
+    hit = hit or table.resolve_supplier_spelling(spelled)
+    if hit is None:
+        return None
+    family, implied = hit
+    if implied is not None:
+        return family, family.nominal_memory(implied)
+    figure = reported_gb or _machine_memory(supplier, machine_id)
+    return family, family.nominal_memory(figure)
+
+
+def _machine_memory(supplier: str, machine_id: str) -> float | None:
+    for name, pattern, memory in _MACHINE_MEMORY:
+        if supplier == name:
+            m = pattern.search(machine_id)
+            if m:
+                return memory if memory is not None else float(m.group(1))
+    return None
+
+
+def parse_row(row: Mapping[str, str | None]) -> Offer | None:
+    """One catalog row as an offer; None for a row with only a spot price.
+
+    Raises ValueError with a message that names the column at fault.
+    """
     supplier = (row.get("supplier") or "").strip()
     machine = (row.get("machine_id") or "").strip()
     region = (row.get("region") or "").strip()
     if not supplier or not machine:
         raise ValueError("supplier and machine_id must not be empty")
     spelled = (row.get("gpu") or "").strip()
-    count = int(_number(row, "gpu_count", required=False) or 0)
+    count_value = _number(row, "gpu_count", required=False) or 0.0
+    if not count_value.is_integer():
+        raise ValueError(f"gpu_count must be a whole number, not {row.get('gpu_count')!r}")
+    count = int(count_value)
+    reported = _number(row, "gpu_memory_gb", required=False)
     family_name: str | None = None
-    memory = _number(row, "gpu_memory_gb", required=False)
+    memory = 0.0
     if spelled:
-        resolved = table.resolve_supplier_spelling(spelled)
+        resolved = canonical_gpu(supplier, machine, spelled, reported)
         if resolved is None:
-            close = table.suggestions(spelled)
+            close = gpus.table().suggestions(spelled)
             hint = f" (closest: {', '.join(close)})" if close else ""
             raise ValueError(f"unknown GPU {spelled!r}{hint}")
-        family, implied = resolved
+        family, memory = resolved
         family_name = family.name
-        memory = family.nominal_memory(implied if implied is not None else memory)
         if count <= 0:
             raise ValueError(f"gpu_count must be at least 1 for GPU {spelled!r}")
-    price = _number(row, "price_per_hour")
-    assert price is not None
-    arch = (row.get("arch") or "x86_64").strip()
-    if arch not in ("x86_64", "arm64"):
-        raise ValueError(f'arch must be "x86_64" or "arm64", not {arch!r}')
+    elif count > 0:
+        raise ValueError(f"gpu_count is {count} but the gpu column is empty")
+    arch_text = (row.get("arch") or "").strip()
+    arch = _ARCH.get(arch_text.lower() or "x86_64")
+    if arch is None:
+        raise ValueError(f'arch must be "x86_64" or "arm64", not {arch_text!r}')
+    spot = _number(row, "spot_price_per_hour", required=False)
+    price = _number(row, "price_per_hour", required=spot is None)
+    if price is None:
+        return None  # spot only: nothing to rank by on-demand price
     return Offer(
         supplier=supplier,
         machine_id=machine,
         region=region,
         gpu=family_name,
-        gpu_count=count if family_name else 0,
-        gpu_memory_gb=memory or 0.0,
+        gpu_count=count,
+        gpu_memory_gb=memory,
         vcpus=_number(row, "vcpus", required=False) or 0.0,
         memory_gb=_number(row, "memory_gb", required=False) or 0.0,
         disk_gb=_number(row, "disk_gb", required=False),
         arch=arch,
         price_per_hour=price,
-        spot_price_per_hour=_number(row, "spot_price_per_hour", required=False),
+        spot_price_per_hour=spot,
     )
 
 
-def find_machine(machine_id: str) -> Offer | None:
-    """An offer of the embedded catalog by machine ID (case-insensitive), if any."""
-    wanted = machine_id.strip().lower()
+# -- machine IDs ---------------------------------------------------------------------
+
+
+@cache
+def _machines() -> dict[str, tuple[Offer, ...]]:
+    """Embedded catalog offers by lower-case machine ID, one per distinct GPU set-up."""
+    found: dict[str, dict[tuple[Any, ...], Offer]] = {}
     for offer in embedded().offers:
-        if offer.machine_id.lower() == wanted:
-            return offer
-    return None
+        setups = found.setdefault(offer.machine_id.lower(), {})
+        key = (offer.supplier, offer.gpu, offer.gpu_count, offer.gpu_memory_gb)
+        setups.setdefault(key, offer)
+    return {k: tuple(v.values()) for k, v in found.items()}
+
+
+def machine_configurations(machine_id: str) -> tuple[Offer, ...]:
+    """The GPU set-ups a machine ID has in the embedded catalog (several for GCP's n1
+    types, which take different attached GPUs); empty when unknown."""
+    return _machines().get(machine_id.strip().lower(), ())
+
+
+def find_machine(machine_id: str) -> Offer | None:
+    """The offer of a machine ID (case-insensitive) when it has one GPU set-up, else None."""
+    setups = machine_configurations(machine_id)
+    return setups[0] if len(setups) == 1 else None
+
+
+def describe_machine(machine_id: str) -> str | None:
+    """For a machine ID written where a GPU model belongs: what it carries and how to
+    write that (None when the catalog does not know the ID)."""
+    setups = [o for o in machine_configurations(machine_id) if o.gpu is not None]
+    if not setups:
+        return None
+    first = setups[0]
+    if len(setups) == 1:
+        family = gpus.table().get(first.gpu or "")
+        memory = (
+            f", peak_memory_gb = {first.gpu_memory_gb:g}" if len(family.memory_gb) > 1 else ""
+        )
+        return (
+            f'"{machine_id}" is a machine ID ({first.supplier}), not a GPU model; it carries '
+            f"{first.gpu_count}× {first.gpu} ({first.gpu_memory_gb:g} GB each): write "
+            f'gpu = "{first.gpu}", gpu_count = {first.gpu_count}{memory}'
+        )
+    carried = ", ".join(
+        f"{o.gpu_count}× {o.gpu} ({o.gpu_memory_gb:g} GB)"
+        for o in sorted(setups, key=lambda o: (o.gpu or "", o.gpu_count))
+    )
+    return (
+        f'"{machine_id}" is a machine ID ({first.supplier}), not a GPU model; it comes with '
+        f'different GPUs attached: {carried}. Write the model and count, e.g. gpu = "{first.gpu}", '
+        f"gpu_count = {first.gpu_count}"
+    )

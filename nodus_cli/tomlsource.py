@@ -7,6 +7,7 @@ validating thousands of good files fast.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import contextlib
 import re
@@ -24,6 +25,7 @@ _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)")
 _TOML_END = re.compile(r"\s*\(at end of document\)")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _SCALAR_END = re.compile(r"[,\]}#\n]")
+_KEY_TUPLE = re.compile(r"\((?:'[^']*'|\"[^\"]*\")(?:, *(?:'[^']*'|\"[^\"]*\"))*,?\)")
 
 
 class LoadFailure(Exception):
@@ -112,9 +114,25 @@ def _syntax_problem(text: str, message: str) -> Problem:
                 f"TOML syntax error: set twice (lines {first} and {second}); keep one of them",
                 line=second,
             )
+    reason = _KEY_TUPLE.sub(_key_text, reason)
     if reason.startswith("Unterminated string"):
         reason += " (a closing quote is missing)"
+    elif reason.startswith("Cannot declare"):
+        reason += ": declare each table once and put all its keys below it"
+    elif reason.startswith("Cannot mutate immutable namespace"):
+        reason += ": it is an inline table or a value, which cannot be extended later"
     return Problem("", f"TOML syntax error: {where}{reason[:1].lower()}{reason[1:]}", line=line)
+
+
+def _key_text(match: re.Match[str]) -> str:
+    """``('stages', 'requirements')`` in a tomllib message -> ```stages.requirements```."""
+    try:
+        parts = ast.literal_eval(match.group(0))
+    except (ValueError, SyntaxError):
+        return match.group(0)
+    if not isinstance(parts, tuple) or not all(isinstance(p, str) for p in parts):
+        return match.group(0)
+    return f"`{'.'.join(parts)}`"
 
 
 def _first_duplicate(text: str) -> tuple[Key, int, int] | None:

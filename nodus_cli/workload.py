@@ -375,9 +375,8 @@ class _Normalizer:
                 continue
             self.warn(
                 path,
-                f"stages do not inherit `{key}` (GPU requirements and memory_gb never are), so "
-                "it applies to no stage: move it into [stages.requirements] of the stages "
-                "that need it",
+                "applies to no stage: stages never inherit GPU requirements or memory_gb; "
+                "move it into [stages.requirements] of the stages that need it",
             )
 
     def _check_keys(
@@ -517,9 +516,7 @@ class _Normalizer:
 
     def _gpu(self, raw: Any, key: Key) -> str | None:
         if not isinstance(raw, str):
-            self.error(
-                key, 'must be a GPU model name in quotes, e.g. gpu = "H100" (see `nodus gpus`)'
-            )
+            self.error(key, f"must be a GPU model name in quotes, e.g. {_GPU_EXAMPLE}")
             return None
         if not raw.strip():
             self.error(
@@ -527,9 +524,7 @@ class _Normalizer:
             )
             return None
         if len(raw) > _MAX_NAME:
-            self.error(
-                key, 'is not a GPU model name: write a model, e.g. gpu = "H100" (see `nodus gpus`)'
-            )
+            self.error(key, f"is not a GPU model name: write a model, e.g. {_GPU_EXAMPLE}")
             return None
         family = self.table.lookup(raw)
         if family is not None:
@@ -569,9 +564,11 @@ class _Normalizer:
             family = self.table.lookup(m.group("name"))
             if family is None:
                 continue
+            count = int(m.group("count"))
+            note = "" if count in ALLOWED_COUNTS else " (one machine carries 1, 2, 4 or 8 GPUs)"
             return (
                 f'"{raw}" names a model and a count: write gpu = "{family.name}", '
-                f"gpu_count = {int(m.group('count'))}"
+                f"gpu_count = {count}{note}"
             )
         return None
 
