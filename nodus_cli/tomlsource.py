@@ -11,6 +11,7 @@ import ast
 import bisect
 import contextlib
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,13 @@ def _too_large(size: int) -> Problem:
 def read_text(path: Path) -> str:
     """Read a workload file as UTF-8, refusing anything that cannot be one."""
     try:
-        size = path.stat().st_size
+        info = path.stat()
     except OSError as exc:
         raise LoadFailure(Problem("", f"cannot read the file: {exc.strerror or exc}")) from None
+    if not stat.S_ISREG(info.st_mode):
+        # A pipe or a device could block or never end: workload files are plain files.
+        raise LoadFailure(Problem("", "is not a regular file: name a workload file (*.toml)"))
+    size = info.st_size
     if size > MAX_FILE_BYTES:
         raise LoadFailure(_too_large(size))
     try:
@@ -117,6 +122,8 @@ def _syntax_problem(text: str, message: str) -> Problem:
     reason = _KEY_TUPLE.sub(_key_text, reason)
     if reason.startswith("Unterminated string"):
         reason += " (a closing quote is missing)"
+    elif reason == "Illegal character '\\n'":
+        reason = "the line ends inside a string: a closing quote is missing"
     elif reason.startswith("Cannot declare"):
         reason += ": declare each table once and put all its keys below it"
     elif reason.startswith("Cannot mutate immutable namespace"):

@@ -26,11 +26,9 @@ NOT_WORKLOADS = frozenset(
         "rust-toolchain.toml",
         "clippy.toml",
         "deny.toml",
-        "mypy.toml",
-        "pyrightconfig.toml",
     }
 )
-_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages", "target"})
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages"})
 
 
 def discover(paths: Iterable[str]) -> list[Path]:

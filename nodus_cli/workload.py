@@ -92,6 +92,8 @@ FOREIGN_KEYS: dict[str, tuple[str, str]] = {
 
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_WHITESPACE = re.compile(r"\s")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _MODEL_AND_COUNT = (
     re.compile(r"^\s*(?P<name>[A-Za-z0-9 _.\-]+?)\s*[:x×*]\s*(?P<count>\d{1,3})\s*$", re.I),
     re.compile(r"^\s*(?P<count>\d{1,3})\s*[x×*]?\s*(?P<name>[A-Za-z][A-Za-z0-9 _.\-]*?)\s*$", re.I),
@@ -312,11 +314,13 @@ class _Normalizer:
 
     def _add(self, key: Key, message: str, severity: Severity) -> None:
         line = self.lines.line_of(key) if self.lines is not None else None
-        self.problems.append(Problem(display_key(key), message, severity, line))
+        loc = _printable(display_key(key))
+        self.problems.append(Problem(loc, _printable(message), severity, line))
 
-    def _line(self, key: Key) -> str:
+    def _at_line(self, key: Key) -> str:
+        """`` (line 7)`` when the key's line is known, else nothing."""
         line = self.lines.line_of(key) if self.lines is not None else None
-        return f"line {line}" if line is not None else "there"
+        return f" (line {line})" if line is not None else ""
 
     # -- the document --------------------------------------------------------------
 
@@ -451,10 +455,10 @@ class _Normalizer:
             if in_flat and in_nested:
                 where = "at the top level" if not prefix else "as a stage shortcut"
                 table = "[requirements]" if not prefix else "[stages.requirements]"
-                other = self._line((*prefix, "requirements", name))
+                other = self._at_line((*prefix, "requirements", name))
                 self.error(
                     (*prefix, name),
-                    f"set both {where} and in {table} ({other}), even if they agree: "
+                    f"set both {where} and in {table}{other}, even if they agree: "
                     "keep only one of them",
                 )
                 continue
@@ -772,7 +776,7 @@ class _Normalizer:
 
     def _image(self, doc: dict[str, Any], key: Key) -> str | None:
         image = self._string(doc, key)
-        if image is not None and any(c.isspace() for c in image):
+        if image is not None and _WHITESPACE.search(image):
             self.error(
                 key,
                 f'"{_clip(image)}" is not an image reference: it contains whitespace; '
@@ -897,8 +901,8 @@ class _Normalizer:
                     first = seen[name]
                     self.error(
                         (*prefix, "name"),
-                        f'"{name}" is already the name of stages[{first}] '
-                        f"({self._line(('stages', first, 'name'))}): stage names must be unique",
+                        f'"{name}" is already the name of stages[{first}]'
+                        f"{self._at_line(('stages', first, 'name'))}: stage names must be unique",
                     )
                 else:
                     seen[name] = index
@@ -1077,6 +1081,13 @@ def _toml(value: Any, quoted: bool = False) -> str:
     if quoted or isinstance(value, str):
         return json.dumps(_clip(text), ensure_ascii=False)
     return text
+
+
+def _printable(text: str) -> str:
+    """One line of text: control characters from the file are shown escaped."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
 
 
 def _clip(text: str, limit: int = _MAX_NAME) -> str:

@@ -1,68 +1,107 @@
-"""``nodus validate``: check workload files the way CI needs it."""
+"""``nodus validate``: check workload files the way CI needs it.
+
+Output is written directly (no rich): validating thousands of files, or running as a
+pre-commit hook, should cost little more than parsing them.
+"""
 
 from __future__ import annotations
 
-from nodus_cli.output import console, emit_json
+import json
+import os
+import sys
+
 from nodus_cli.problems import Problem
 from nodus_cli.validation import validate_paths
 from nodus_cli.workload import Result
+
+_RESET = "\x1b[0m"
+_STYLES = {
+    "error": "\x1b[1;31m",
+    "warning": "\x1b[1;33m",
+    "ok": "\x1b[32m",
+    "bad": "\x1b[1;31m",
+    "good": "\x1b[1;32m",
+}
 
 
 def run(paths: list[str], as_json: bool, fmt: str) -> int:
     results = validate_paths(paths)
     all_valid = all(r.valid for r in results)
     if as_json:
-        emit_json({"valid": all_valid, "files": [r.as_json() for r in results]})
+        document = {"valid": all_valid, "files": [r.as_json() for r in results]}
+        _write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "github":
-        _github(results)
+        _write(github(results))
     else:
-        _human(results)
+        _write(human(results, colour=use_colour()))
     return 0 if all_valid else 1
 
 
-def _human(results: list[Result]) -> None:
-    from rich.markup import escape
+def use_colour() -> bool:
+    """NO_COLOR (https://no-color.org) wins; FORCE_COLOR forces; else only on a terminal."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
-    out = console()
+
+def human(results: list[Result], colour: bool = False) -> str:
+    """``file:line: error: key: message`` lines, a mark per valid file, and a summary."""
+
+    def paint(text: str, style: str) -> str:
+        return f"{_STYLES[style]}{text}{_RESET}" if colour else text
+
+    lines: list[str] = []
     errors = warnings = 0
     for result in results:
         for problem in result.problems:
-            colour = "red" if problem.severity == "error" else "yellow"
-            text = escape(problem.render(result.path))
+            text = problem.render(result.path)
             sev = problem.severity
-            out.print(text.replace(f": {sev}: ", f": [bold {colour}]{sev}[/]: ", 1))
+            lines.append(text.replace(f": {sev}: ", f": {paint(sev, sev)}: ", 1))
         errors += len(result.errors)
         warnings += len(result.warnings)
         if result.valid:
-            out.print(f"[green]✓[/] {escape(result.path)}")
+            lines.append(f"{paint('✓', 'ok')} {result.path}")
+    lines.append(paint(summary(results, errors, warnings), "bad" if errors else "good"))
+    return "\n".join(lines) + "\n"
+
+
+def summary(results: list[Result], errors: int | None = None, warnings: int | None = None) -> str:
+    if errors is None:
+        errors = sum(len(r.errors) for r in results)
+    if warnings is None:
+        warnings = sum(len(r.warnings) for r in results)
     invalid = sum(1 for r in results if not r.valid)
-    files = f"{len(results)} file{'s' if len(results) != 1 else ''}"
-    summary = f"{files}: {len(results) - invalid} valid, {invalid} invalid"
+    text = f"{_count(len(results), 'file')}: {len(results) - invalid} valid, {invalid} invalid"
     if errors or warnings:
-        summary += f" ({_count(errors, 'error')}, {_count(warnings, 'warning')})"
-    out.print(f"[bold {'red' if invalid else 'green'}]{summary}[/]")
+        text += f" ({_count(errors, 'error')}, {_count(warnings, 'warning')})"
+    return text
 
 
 def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-def _github(results: list[Result]) -> None:
+def github(results: list[Result]) -> str:
     """GitHub Actions workflow commands, so problems show up on the pull request's lines."""
-    lines = []
-    for result in results:
-        for problem in result.problems:
-            lines.append(_annotation(result.path, problem))
-    invalid = sum(1 for r in results if not r.valid)
-    lines.append(f"{len(results)} files: {len(results) - invalid} valid, {invalid} invalid")
-    print("\n".join(lines))
+    lines = [annotation(r.path, p) for r in results for p in r.problems]
+    lines.append(summary(results))
+    return "\n".join(lines) + "\n"
 
 
-def _annotation(path: str, problem: Problem) -> str:
+def annotation(path: str, problem: Problem) -> str:
+    """``::error file=F,line=N,title=T::message``, escaped as the Actions toolkit does."""
     props = f"file={_prop(path)}"
     if problem.line is not None:
         props += f",line={problem.line}"
-    props += f",title={_prop('nodus: ' + problem.loc if problem.loc else 'nodus')}"
+    title = f"nodus: {problem.loc}" if problem.loc else "nodus"
+    props += f",title={_prop(title)}"
     message = f"{problem.loc}: {problem.message}" if problem.loc else problem.message
     return f"::{problem.severity} {props}::{_data(message)}"
 
@@ -73,3 +112,19 @@ def _data(text: str) -> str:
 
 def _prop(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _write(text: str) -> None:
+    """Write to stdout whatever its encoding, and stop quietly when the reader has gone."""
+    try:
+        try:
+            sys.stdout.write(text)
+        except UnicodeEncodeError:
+            encoding = sys.stdout.encoding or "ascii"
+            sys.stdout.flush()
+            sys.stdout.buffer.write(text.encode(encoding, "replace"))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `nodus validate ... | head`: the rest is not wanted; avoid a second error at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
