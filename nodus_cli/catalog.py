@@ -45,8 +45,13 @@ REQUIRED_COLUMNS = (
 EMBEDDED_COLUMNS = (*REQUIRED_COLUMNS[:7], "disk_gb", *REQUIRED_COLUMNS[7:])
 
 _DATA = Path(__file__).resolve().parent / "data"
-_ARCH = {"x86_64": "x86_64", "amd64": "x86_64", "x64": "x86_64", "arm64": "arm64",
-         "aarch64": "arm64"}  # fmt: skip
+_ARCH = {
+    "x86_64": "x86_64",
+    "amd64": "x86_64",
+    "x64": "x86_64",
+    "arm64": "arm64",
+    "aarch64": "arm64",
+}
 # vast merges variants in its accelerator name (RTX4070 is also the 4070 Ti SUPER); its
 # machine_id carries the exact model: "2x-RTX_4070S_Ti-32-65536".
 _VAST_MACHINE = re.compile(r"\d+x-(.+)-\d+-\d+")
@@ -232,7 +237,7 @@ def load_user_catalog(path: Path) -> Catalog:
         modified = datetime.fromtimestamp(path.stat().st_mtime, UTC).date().isoformat()
     except OSError:
         modified = None
-    meta = {
+    meta: dict[str, Any] = {
         "built_from": str(path),
         "built_at": modified,
         "rows": len(offers),
@@ -381,9 +386,7 @@ def describe_machine(machine_id: str) -> str | None:
     first = setups[0]
     if len(setups) == 1:
         family = gpus.table().get(first.gpu or "")
-        memory = (
-            f", peak_memory_gb = {first.gpu_memory_gb:g}" if len(family.memory_gb) > 1 else ""
-        )
+        memory = f", peak_memory_gb = {first.gpu_memory_gb:g}" if len(family.memory_gb) > 1 else ""
         return (
             f'"{machine_id}" is a machine ID ({first.supplier}), not a GPU model; it carries '
             f"{first.gpu_count}× {first.gpu} ({first.gpu_memory_gb:g} GB each): write "

@@ -91,7 +91,9 @@ def declared_cuda(image: str | None) -> Version | None:
 def incompatibility(family: GpuFamily, cuda: Version) -> str | None:
     """Why an image built with ``cuda`` cannot drive ``family``, or None when it can."""
     if family.vendor != "nvidia":
-        return f"{family.name} is an {family.vendor.upper()} GPU; a {shown(cuda)} image needs NVIDIA"
+        return (
+            f"{family.name} is an {family.vendor.upper()} GPU; a {shown(cuda)} image needs NVIDIA"
+        )
     if family.compute_capability is None:
         return None
     cc = _version(family.compute_capability)

@@ -7,6 +7,7 @@ planner ranks them the same way.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 
 from nodus_cli.catalog import Offer
@@ -19,28 +20,47 @@ from nodus_cli.workload import Workload
 class Inventory:
     name: str
     offers: tuple[Offer, ...]
+    source: str | None = None
+
+    def describe(self) -> str:
+        where = f"{self.source}, " if self.source else ""
+        n = len(self.offers)
+        return f"{where}{n} configuration{'' if n == 1 else 's'}"
 
     def history(self, workload: Workload) -> RuntimeLookup:
-        """Measured runtimes of this workload from the run records, when there are any."""
+        """Measured runtimes of this workload from the run records, when there are any.
+
+        A missing or unreadable store means no measurements (ranking by hourly price),
+        never a failed plan; the records module is only imported when a store exists.
+        """
+        from nodus_cli import config
+
+        if not (config.home() / "runs.sqlite3").is_file():
+            return no_history
         from nodus_cli import records
 
-        store = records.open_store(create=False)
-        if store is None:
+        try:
+            store = records.open_store(create=False)
+            if store is None:
+                return no_history
+            return store.runtime_lookup(records.fingerprint(workload))
+        except (NodusError, sqlite3.Error, OSError):
             return no_history
-        return store.runtime_lookup(records.fingerprint(workload))
 
 
 def for_target(target: str, catalog_path: str | None = None) -> Inventory:
     if target == "catalog":
         from nodus_cli import catalog
 
-        return Inventory("catalog", catalog.load(catalog_path).offers)
+        cat = catalog.load(catalog_path)
+        kind = "user catalog" if cat.meta.get("user_catalog") else "embedded catalog"
+        return Inventory("catalog", cat.offers, f"{kind} {cat.path}")
     if target == "local":
         from nodus_cli import localhost
 
-        return Inventory("local", localhost.offers())
+        return Inventory("local", localhost.offers(), "this machine")
     if target == "swarm":
         from nodus_cli import swarm
 
-        return Inventory("swarm", swarm.offers(catalog_path))
+        return Inventory("swarm", swarm.offers(catalog_path), "the Swarm cluster's ready nodes")
     raise NodusError(f"unknown target {target!r}: use catalog, local or swarm", exit_code=2)

@@ -1,24 +1,32 @@
 """Planning: inventory x requirements -> ranked configurations, with the reasons for exclusion.
 
-Every configuration is checked against the requirements in a fixed order and counted
-under the first one it fails, so the counts add up to the inventory size and the
-requirement that emptied the list is the last one that excluded anything.
+The requirements are applied as filters in a fixed order (``CHECKS``); a configuration
+is counted under the first one it fails, so the counts add up to the inventory size and
+the requirement that emptied the list is the last one that excluded anything. Each
+filter is one pass over what the previous ones kept, so a plan is linear in the size of
+the inventory and the first, most selective filters (GPU model and count) keep the
+later passes short.
 
 Ranking (SPEC section 4): by estimated cost (measured runtime x hourly price) when every
 eligible configuration has a measured runtime of this workload, otherwise by hourly
-price. Ties fall back to supplier, machine and region so the order is deterministic.
-The ranking orders what the inventory lists; it makes no claim about the lowest total
-cost or shortest runtime.
+price. Ties fall back to GPU count, supplier, machine, region, vCPUs and memory, so the
+order never depends on the order of the inventory. The ranking orders what the
+inventory lists; it makes no claim about the lowest total cost or shortest runtime.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import gc
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from operator import attrgetter
+from typing import Any, overload
 
 from nodus_cli import cuda, gpus, locations
-from nodus_cli.catalog import Offer
+from nodus_cli.catalog import Offer, whole
 from nodus_cli.workload import Requirements, Stage, Workload
 
 #: The order in which requirements are checked (and the keys of ``excluded``).
@@ -36,7 +44,11 @@ CHECKS = (
     "budget",
 )
 
-#: Measured runtime in seconds of (stage, configuration), or None when never measured.
+BASIS_PRICE = "hourly_price"
+BASIS_RUNTIME = "runtime_estimate"
+
+#: Measured runtime in seconds of (stage name, configuration), or None when never measured.
+#: ``records.RunStore.runtime_lookup`` builds one from the run records of a workload.
 RuntimeLookup = Callable[[str, Offer], float | None]
 
 
@@ -44,7 +56,35 @@ def no_history(stage: str, offer: Offer) -> float | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+#: Ties of hourly price are broken by the offer's own fields, never by inventory order
+#: (machine ID first: it usually differs, which keeps comparisons cheap).
+_TIE_FIELDS = (
+    "machine_id",
+    "supplier",
+    "region",
+    "gpu_count",
+    "vcpus",
+    "memory_gb",
+    "gpu_memory_gb",
+    "arch",
+)
+_PRICE_ORDER = attrgetter("price_per_hour", *_TIE_FIELDS)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Planning allocates many small objects and creates no cycles: the cyclic garbage
+    collector would only rescan the (large) inventory again and again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@dataclass(slots=True)
 class Candidate:
     offer: Offer
     runtime_seconds: float | None = None
@@ -57,6 +97,7 @@ class Candidate:
 
     def as_json(self) -> dict[str, Any]:
         o = self.offer
+        cost = self.estimated_cost
         return {
             "supplier": o.supplier,
             "machine_id": o.machine_id,
@@ -64,7 +105,7 @@ class Candidate:
             "gpu": o.gpu,
             "gpu_count": o.gpu_count,
             "gpu_memory_gb": o.gpu_memory_gb,
-            "vcpus": o.vcpus,
+            "vcpus": whole(o.vcpus),
             "memory_gb": o.memory_gb,
             "disk_gb": o.disk_gb,
             "arch": o.arch,
@@ -72,11 +113,51 @@ class Candidate:
             "price_per_gpu_hour": (
                 round(o.price_per_hour / o.gpu_count, 6) if o.gpu_count else None
             ),
+            "spot_price_per_hour": o.spot_price_per_hour,
             "runtime_seconds": self.runtime_seconds,
-            "estimated_cost": (
-                round(self.estimated_cost, 6) if self.estimated_cost is not None else None
-            ),
+            "estimated_cost": round(cost, 6) if cost is not None else None,
         }
+
+
+class Ranking(Sequence[Candidate]):
+    """A stage's eligible configurations, best first, as candidates made on demand: a
+    plan of a million configurations does not build a million objects to show five."""
+
+    __slots__ = ("offers", "runtimes")
+
+    def __init__(self, offers: list[Offer], runtimes: list[float | None] | None = None) -> None:
+        self.offers = offers
+        self.runtimes = runtimes
+
+    def __len__(self) -> int:
+        return len(self.offers)
+
+    @overload
+    def __getitem__(self, index: int) -> Candidate: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Candidate]: ...
+
+    def __getitem__(self, index: int | slice) -> Candidate | list[Candidate]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.offers)))]
+        offer = self.offers[index]
+        return Candidate(offer, self.runtimes[index] if self.runtimes is not None else None)
+
+    def __iter__(self) -> Iterator[Candidate]:
+        if self.runtimes is None:
+            return (Candidate(o) for o in self.offers)
+        return (Candidate(o, r) for o, r in zip(self.offers, self.runtimes, strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Ranking | list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Ranking({len(self.offers)} configurations)"
 
 
 @dataclass(slots=True)
@@ -84,12 +165,15 @@ class StagePlan:
     name: str
     requirements: Requirements
     basis: str
-    candidates: list[Candidate]
+    candidates: Sequence[Candidate]
     excluded: dict[str, int]
     notes: list[str] = field(default_factory=list)
+    #: What the image and arch checks removed, by GPU model: for the plan to say so.
+    removed: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     emptied_by: str | None = None
-    nearest: list[Offer] = field(default_factory=list)
+    nearest: list[Candidate] = field(default_factory=list)
     explanation: str | None = None
+    image: str | None = None
 
     @property
     def selected(self) -> Candidate | None:
@@ -99,19 +183,25 @@ class StagePlan:
     def feasible(self) -> bool:
         return bool(self.candidates)
 
+    @property
+    def eligible(self) -> int:
+        return len(self.candidates)
+
     def as_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "image": self.image,
             "basis": self.basis,
             "requirements": self.requirements.as_json(),
             "selected": self.selected.as_json() if self.selected else None,
             "candidates": [c.as_json() for c in self.candidates],
             "eligible": len(self.candidates),
             "excluded": {k: v for k, v in self.excluded.items() if v},
+            "removed": self.removed,
             "notes": list(self.notes),
             "emptied_by": self.emptied_by,
             "explanation": self.explanation,
-            "nearest": [Candidate(o).as_json() for o in self.nearest],
+            "nearest": [c.as_json() for c in self.nearest],
         }
 
 
@@ -133,24 +223,79 @@ class Plan:
             "feasible": self.feasible,
             "budget": self.workload.budget,
             "requirements": self.workload.requirements.as_json(),
+            "ranking": (
+                "by estimated cost (measured runtime x hourly price) when every eligible "
+                "configuration of a stage has a measured runtime, else by hourly price; "
+                "not a promise of the lowest total cost or the shortest runtime"
+            ),
             "notes": list(self.notes),
             "stages": [s.as_json() for s in self.stages],
         }
 
 
-class _Checker:
-    """Precomputes what a stage needs so checking one offer is a few comparisons."""
+Filter = Callable[[list[Offer]], list[Offer]]
 
-    def __init__(self, stage: Stage, budget: float | None) -> None:
+
+class _Filters:
+    """One stage's requirements compiled into list filters, in ``CHECKS`` order.
+
+    Each filter takes what the previous ones kept and returns what it keeps; only
+    requirements the stage sets get a filter. Budget is applied apart because it needs
+    the measured runtimes.
+    """
+
+    def __init__(self, stage: Stage) -> None:
         req = stage.requirements
         self.req = req
-        self.budget = budget
-        self.family = gpus.table().lookup(req.gpu) if req.gpu else None
+        self.image = stage.image
         self.cuda = cuda.declared_cuda(stage.image) if req.wants_gpu else None
-        self._image_verdict: dict[str | None, str | None] = {}
-        self._location_verdict: dict[str, bool] = {}
+        self._image_verdict: dict[str, str | None] = {}
+        self.steps: dict[str, Filter] = {}
+        if req.wants_gpu:
+            wanted = req.gpu
+            if wanted is not None:
+                self.steps["gpu"] = lambda xs: [o for o in xs if o.gpu == wanted]
+            else:
+                self.steps["gpu"] = lambda xs: [o for o in xs if o.gpu is not None]
+            count = req.gpu_count
+            self.steps["gpu_count"] = lambda xs: [o for o in xs if o.gpu_count >= count]
+            memory = req.peak_memory_gb
+            if memory is not None:
+                self.steps["peak_memory_gb"] = lambda xs: [
+                    o for o in xs if o.gpu_memory_gb >= memory
+                ]
+        cpu = req.cpu
+        if cpu:
+            self.steps["cpu"] = lambda xs: [o for o in xs if o.vcpus >= cpu]
+        host = req.memory_gb
+        if host:
+            self.steps["memory_gb"] = lambda xs: [o for o in xs if o.memory_gb >= host]
+        disk = req.disk_gb
+        if disk:
+            # An offer that lists no disk size is kept: disk can be attached.
+            self.steps["disk_gb"] = lambda xs: [
+                o for o in xs if o.disk_gb is None or o.disk_gb >= disk
+            ]
+        if req.location is not None:
+            self.steps["location"] = self._location
+        arch = req.arch
+        if arch is not None:
+            self.steps["arch"] = lambda xs: [o for o in xs if o.arch == arch]
+        if self.cuda is not None:
+            self.steps["image"] = self._image
+        limit = req.max_price_per_hour
+        if limit is not None:
+            self.steps["max_price_per_hour"] = lambda xs: [
+                o for o in xs if o.price_per_hour <= limit
+            ]
+
+    def _location(self, offers: list[Offer]) -> list[Offer]:
+        where = self.req.location or ""
+        inside = {r for r in {o.region for o in offers} if locations.matches(where, r)}
+        return [o for o in offers if o.region in inside]
 
     def image_problem(self, gpu: str | None) -> str | None:
+        """Why this stage's image cannot drive ``gpu`` (None when it can, or can't tell)."""
         if self.cuda is None or gpu is None:
             return None
         if gpu not in self._image_verdict:
@@ -160,60 +305,30 @@ class _Checker:
             )
         return self._image_verdict[gpu]
 
-    def first_failure(
-        self, offer: Offer, runtime: float | None, skip: str | None = None
-    ) -> str | None:
-        """The first requirement ``offer`` fails, in CHECKS order; ``skip`` relaxes one."""
-        req = self.req
-        if req.wants_gpu:
-            if offer.gpu is None or (
-                skip != "gpu" and req.gpu is not None and offer.gpu != req.gpu
-            ):
-                return "gpu"
-            if skip != "gpu_count" and offer.gpu_count < req.gpu_count:
-                return "gpu_count"
-            if (
-                skip != "peak_memory_gb"
-                and req.peak_memory_gb is not None
-                and offer.gpu_memory_gb < req.peak_memory_gb
-            ):
-                return "peak_memory_gb"
-        if skip != "cpu" and offer.vcpus < req.cpu:
-            return "cpu"
-        if skip != "memory_gb" and req.memory_gb is not None and offer.memory_gb < req.memory_gb:
-            return "memory_gb"
-        if (
-            skip != "disk_gb"
-            and req.disk_gb is not None
-            and offer.disk_gb is not None
-            and offer.disk_gb < req.disk_gb
-        ):
-            return "disk_gb"
-        if skip != "location" and req.location is not None:
-            verdict = self._location_verdict.get(offer.region)
-            if verdict is None:
-                verdict = locations.matches(req.location, offer.region)
-                self._location_verdict[offer.region] = verdict
-            if not verdict:
-                return "location"
-        if skip != "arch" and req.arch is not None and offer.arch != req.arch:
-            return "arch"
-        if skip != "image" and self.cuda is not None and self.image_problem(offer.gpu):
-            return "image"
-        if (
-            skip != "max_price_per_hour"
-            and req.max_price_per_hour is not None
-            and offer.price_per_hour > req.max_price_per_hour
-        ):
-            return "max_price_per_hour"
-        if (
-            skip != "budget"
-            and self.budget is not None
-            and runtime is not None
-            and runtime / 3600.0 * offer.price_per_hour > self.budget
-        ):
-            return "budget"
-        return None
+    def _image(self, offers: list[Offer]) -> list[Offer]:
+        blocked = {g for g in {o.gpu for o in offers} if self.image_problem(g)}
+        if not blocked:
+            return offers
+        return [o for o in offers if o.gpu not in blocked]
+
+    def run(
+        self, offers: list[Offer], skip: str | None = None, stop: str | None = None
+    ) -> tuple[list[Offer], dict[str, int]]:
+        """Apply the filters in order (all but ``skip``; up to, not including, ``stop``)."""
+        excluded = dict.fromkeys(CHECKS, 0)
+        remaining = offers
+        for name in CHECKS:
+            if name == stop:
+                break
+            step = self.steps.get(name)
+            if step is None or name == skip:
+                continue
+            kept = step(remaining)
+            excluded[name] = len(remaining) - len(kept)
+            remaining = kept
+            if not remaining:
+                break
+        return remaining, excluded
 
 
 def plan_workload(
@@ -222,8 +337,23 @@ def plan_workload(
     target: str = "catalog",
     history: RuntimeLookup = no_history,
 ) -> Plan:
-    stage_plans = [plan_stage(s, offers, workload.budget, history) for s in workload.stages]
+    """Plan every stage of ``workload`` against ``offers`` (an inventory's configurations)."""
+    pool = offers if isinstance(offers, list) else list(offers)
+    with _gc_paused():
+        stage_plans = [plan_stage(s, pool, workload.budget, history) for s in workload.stages]
     plan = Plan(workload, target, stage_plans)
+    for sp in stage_plans:
+        if sp.emptied_by == "gpu" and target == "catalog" and sp.explanation:
+            sp.explanation += "; `nodus gpus` lists the models on offer and their prices"
+    if workload.budget is not None and len(stage_plans) > 1:
+        costs = [p.selected.estimated_cost for p in stage_plans if p.selected]
+        if costs and all(c is not None for c in costs):
+            total = sum(c for c in costs if c is not None)
+            if total > workload.budget:
+                plan.notes.append(
+                    f"the selected stages' estimated costs add up to ${total:,.2f}, more than "
+                    f"the budget of ${workload.budget:,.2f} for the whole run"
+                )
     if target == "swarm":
         hosts = {p.selected.offer.machine_id for p in stage_plans if p.selected}
         if len(hosts) > 1 and len(stage_plans) > 1:
@@ -241,122 +371,259 @@ def plan_stage(
     budget: float | None = None,
     history: RuntimeLookup = no_history,
 ) -> StagePlan:
-    checker = _Checker(stage, budget)
-    excluded = dict.fromkeys(CHECKS, 0)
-    eligible: list[Candidate] = []
-    image_removed: dict[str, int] = {}
-    for offer in offers:
-        runtime = history(stage.name, offer)
-        failure = checker.first_failure(offer, runtime)
-        if failure is None:
-            eligible.append(Candidate(offer, runtime))
-        else:
-            excluded[failure] += 1
-            if failure == "image" and offer.gpu is not None:
-                image_removed[offer.gpu] = image_removed.get(offer.gpu, 0) + 1
-    measured = bool(eligible) and all(c.runtime_seconds is not None for c in eligible)
-    basis = "runtime_estimate" if measured else "hourly_price"
-    eligible.sort(key=_ranking_key if measured else _price_key)
-    result = StagePlan(stage.name, stage.requirements, basis, eligible, excluded)
-    for gpu, count in sorted(image_removed.items()):
-        reason = checker.image_problem(gpu)
-        result.notes.append(
-            f"image {stage.image} excluded {count} {gpu} configuration(s): {reason}"
-        )
-    if stage.requirements.disk_gb is not None and any(o.disk_gb is None for o in offers):
+    """The eligible configurations of one stage, ranked, and why the others were excluded."""
+    pool = offers if isinstance(offers, list) else list(offers)
+    filters = _Filters(stage)
+    remaining, excluded = filters.run(pool)
+    runtimes = _runtimes(stage.name, remaining, history)
+    if budget is not None and runtimes is not None:
+        kept = [(o, r) for o, r in zip(remaining, runtimes, strict=True) if not _over(o, r, budget)]
+        excluded["budget"] = len(remaining) - len(kept)
+        remaining = [o for o, _ in kept]
+        runtimes = [r for _, r in kept]
+    measured = bool(remaining) and runtimes is not None and None not in runtimes
+    if runtimes is None:
+        candidates = Ranking(sorted(remaining, key=_PRICE_ORDER))
+    else:
+        key = _by_estimated_cost if measured else _by_price
+        pairs = sorted(zip(remaining, runtimes, strict=True), key=key)
+        candidates = Ranking([o for o, _ in pairs], [r for _, r in pairs])
+    result = StagePlan(
+        name=stage.name,
+        requirements=stage.requirements,
+        basis=BASIS_RUNTIME if measured else BASIS_PRICE,
+        candidates=candidates,
+        excluded=excluded,
+        image=stage.image,
+    )
+    if excluded["image"] or excluded["arch"]:
+        _describe_removed(result, stage, pool, filters)
+    if stage.requirements.disk_gb and any(o.disk_gb is None for o in remaining):
         result.notes.append(
             "disk_gb: configurations that list no disk size were kept (disk can be attached)"
         )
-    if not eligible:
-        _explain_empty(result, stage, offers, checker, history)
+    if not candidates:
+        _explain_empty(result, stage, pool, filters, budget, history)
+    elif not stage.requirements.wants_gpu and candidates[0].offer.gpu is not None:
+        result.notes.append(
+            "this stage needs no GPU and the selected machine carries GPUs it will not use: "
+            "the inventory lists no cheaper CPU-only configuration that fits"
+        )
     return result
 
 
-def _price_key(c: Candidate) -> tuple[Any, ...]:
-    o = c.offer
-    return (o.price_per_hour, o.gpu_count, o.supplier, o.machine_id, o.region)
+def _by_estimated_cost(pair: tuple[Offer, float | None]) -> tuple[Any, ...]:
+    offer, runtime = pair
+    return (offer.price_per_hour * (runtime or 0.0), _PRICE_ORDER(offer))
 
 
-def _ranking_key(c: Candidate) -> tuple[Any, ...]:
-    return (c.estimated_cost, *_price_key(c))
+def _by_price(pair: tuple[Offer, float | None]) -> tuple[Any, ...]:
+    return _PRICE_ORDER(pair[0])
+
+
+def _runtimes(stage: str, offers: list[Offer], history: RuntimeLookup) -> list[float | None] | None:
+    """Measured runtimes of ``offers`` (None when nothing could have been measured)."""
+    if history is no_history or not offers:
+        return None
+    found = [history(stage, o) for o in offers]
+    return found if any(r is not None for r in found) else None
+
+
+def _over(offer: Offer, runtime: float | None, budget: float) -> bool:
+    return runtime is not None and runtime / 3600.0 * offer.price_per_hour > budget
+
+
+def _describe_removed(
+    result: StagePlan, stage: Stage, pool: list[Offer], filters: _Filters
+) -> None:
+    """Name the configurations the image and arch requirements removed."""
+    before_arch, _ = filters.run(pool, stop="arch")
+    req = stage.requirements
+    if result.excluded["arch"] and req.arch is not None:
+        other = Counter((o.arch, o.gpu or "no GPU") for o in before_arch if o.arch != req.arch)
+        rows = [
+            {"arch": arch, "gpu": gpu, "configurations": n}
+            for (arch, gpu), n in sorted(other.items())
+        ]
+        result.removed["arch"] = rows
+        listed = ", ".join(f"{r['configurations']} {r['gpu']} ({r['arch']})" for r in rows)
+        result.notes.append(f"arch = {req.arch} excluded {listed}")
+    if result.excluded["image"] and filters.cuda is not None:
+        after_arch = [o for o in before_arch if o.arch == req.arch] if req.arch else before_arch
+        blocked = Counter(o.gpu for o in after_arch if o.gpu and filters.image_problem(o.gpu))
+        rows = [
+            {"gpu": gpu, "configurations": n, "reason": filters.image_problem(gpu)}
+            for gpu, n in sorted(blocked.items())
+        ]
+        result.removed["image"] = rows
+        for row in rows:
+            result.notes.append(
+                f"image {stage.image} declares {cuda.shown(filters.cuda)}: excluded "
+                f"{row['configurations']} {row['gpu']} configuration(s): {row['reason']}"
+            )
+
+
+# -- explaining an empty list ------------------------------------------------------------
+
+#: How to order the offers nearest a requirement: what relaxing it would give first.
+_NEAREST_ORDER: dict[str, Callable[[Offer], Any]] = {
+    "gpu_count": lambda o: (-o.gpu_count, _PRICE_ORDER(o)),
+    "peak_memory_gb": lambda o: (-o.gpu_memory_gb, _PRICE_ORDER(o)),
+    "cpu": lambda o: (-o.vcpus, _PRICE_ORDER(o)),
+    "memory_gb": lambda o: (-o.memory_gb, _PRICE_ORDER(o)),
+    "disk_gb": lambda o: (-(o.disk_gb or 0.0), _PRICE_ORDER(o)),
+}
+NEAREST_SHOWN = 3
 
 
 def _explain_empty(
     result: StagePlan,
     stage: Stage,
-    offers: Sequence[Offer],
-    checker: _Checker,
+    pool: list[Offer],
+    filters: _Filters,
+    budget: float | None,
     history: RuntimeLookup,
 ) -> None:
-    req = stage.requirements
     nonzero = [k for k in CHECKS if result.excluded[k]]
     if not nonzero:
         result.explanation = "the inventory lists no configuration at all"
         return
     emptied = nonzero[-1]
     result.emptied_by = emptied
-    # Offers that fail only this requirement are the nearest: what relaxing it would give.
-    near = [
-        o
-        for o in offers
-        if checker.first_failure(o, history(stage.name, o), skip=emptied) is None
-    ]
-    order: dict[str, Callable[[Offer], Any]] = {
-        "gpu_count": lambda o: (-o.gpu_count, o.price_per_hour),
-        "peak_memory_gb": lambda o: (-o.gpu_memory_gb, o.price_per_hour),
-        "cpu": lambda o: (-o.vcpus, o.price_per_hour),
-        "memory_gb": lambda o: (-o.memory_gb, o.price_per_hour),
-    }
-    near.sort(key=order.get(emptied, lambda o: (o.price_per_hour, o.supplier, o.machine_id)))
-    result.nearest = near[:3]
-    result.explanation = _words(emptied, req, stage, near, checker)
+    if emptied == "gpu":
+        # Other models are no "nearest offer": an explicit model is never substituted.
+        result.explanation = _words(emptied, stage, result, filters, True, budget, pool)
+        return
+    # Nearest: the offers that fail only this requirement (what relaxing it would give);
+    # failing that, the ones it removed (which also miss an earlier requirement or more).
+    relaxed_only = emptied != "budget"
+    if emptied == "budget":
+        near, _ = filters.run(pool)
+    else:
+        near, _ = filters.run(pool, skip=emptied)
+        if budget is not None and near:
+            runtimes = _runtimes(stage.name, near, history) or [None] * len(near)
+            near = [o for o, r in zip(near, runtimes, strict=True) if not _over(o, r, budget)]
+        if not near:
+            before, _ = filters.run(pool, stop=emptied)
+            kept = set(map(id, filters.steps[emptied](before)))
+            near = [o for o in before if id(o) not in kept]
+            relaxed_only = False
+    if emptied == "budget":
+        runtimes = _runtimes(stage.name, near, history) or [None] * len(near)
+        ranked = sorted(zip(near, runtimes, strict=True), key=_by_estimated_cost)
+        result.nearest = [Candidate(o, r) for o, r in ranked[:NEAREST_SHOWN]]
+    else:
+        # nsmallest: linear in the offers, and never reorders the caller's list.
+        closest = heapq.nsmallest(
+            NEAREST_SHOWN, near, key=_NEAREST_ORDER.get(emptied, _PRICE_ORDER)
+        )
+        result.nearest = [
+            Candidate(o, history(stage.name, o) if history is not no_history else None)
+            for o in closest
+        ]
+    result.explanation = _words(emptied, stage, result, filters, relaxed_only, budget, pool)
+
+
+def _want(req: Requirements) -> str:
+    """The configurations a stage asks for, as the words before "configuration"."""
+    if not req.wants_gpu:
+        return ""
+    return f"{req.gpu_count}× {req.gpu or 'GPU'} "
+
+
+def _where(c: Candidate) -> str:
+    o = c.offer
+    gpu = f"{o.gpu_count}× {o.gpu} {o.gpu_memory_gb:g} GB, " if o.gpu else ""
+    return (
+        f"{o.supplier} {o.machine_id} in {o.region or '(no region)'} ({gpu}{o.vcpus:g} vCPU, "
+        f"{o.memory_gb:g} GB, ${o.price_per_hour:,.2f}/h)"
+    )
 
 
 def _words(
-    emptied: str, req: Requirements, stage: Stage, near: list[Offer], checker: _Checker
+    emptied: str,
+    stage: Stage,
+    result: StagePlan,
+    filters: _Filters,
+    relaxed_only: bool,
+    budget: float | None,
+    pool: list[Offer],
 ) -> str:
+    req = stage.requirements
+    want = _want(req)
+    best = result.nearest[0] if result.nearest else None
     gpu = req.gpu or "GPU"
-    want = f"{req.gpu_count}× {gpu}" if req.wants_gpu else "this stage"
-    best = near[0] if near else None
-    where = f"{best.supplier} {best.machine_id} in {best.region}" if best else ""
+    other = "" if relaxed_only else " (it misses other requirements too)"
     if emptied == "gpu":
         if req.gpu:
-            return f"no configuration has {req.gpu} GPUs in this inventory"
-        return "no configuration has a GPU in this inventory"
+            return f"gpu: no configuration in this inventory has {req.gpu} GPUs"
+        return "gpu: no configuration in this inventory has a GPU"
     if emptied == "gpu_count":
-        if best:
-            return (
-                f"no machine has {req.gpu_count} {gpu} GPUs; the largest count on offer is "
-                f"{best.gpu_count} ({where}, ${best.price_per_hour:,.2f}/h); a group of "
-                "machines cannot satisfy gpu_count"
-            )
-        return f"no machine has {req.gpu_count} {gpu} GPUs"
-    if emptied == "peak_memory_gb":
-        most = f"; the most on offer is {best.gpu_memory_gb:g} GB ({where})" if best else ""
-        return f"no {gpu} offers {req.peak_memory_gb:g} GB per GPU{most}"
-    if emptied == "location":
-        alt = (
-            f"; the cheapest {want} elsewhere is {where} at ${best.price_per_hour:,.2f}/h"
-            if best
-            else ""
+        text = (
+            f"gpu_count: no single machine has {req.gpu_count}× {gpu}; gpu_count counts GPUs "
+            "on ONE machine and a group of machines cannot satisfy it"
         )
-        return f'no {want} configuration is in location "{req.location}"{alt}'
-    if emptied == "max_price_per_hour":
-        alt = f"; the cheapest is {where} at ${best.price_per_hour:,.2f}/h" if best else ""
-        return f"every {want} configuration costs more than ${req.max_price_per_hour:,.2f}/h{alt}"
-    if emptied == "budget":
-        return f"every {want} configuration's estimated cost exceeds the budget"
-    if emptied == "image":
-        reasons = sorted({checker.image_problem(o.gpu) or "" for o in near} - {""})
-        detail = f": {reasons[0]}" if reasons else ""
-        return f"image {stage.image} cannot drive the GPUs that meet the other requirements{detail}"
+        if best:
+            qualifier = "that meets the other requirements " if relaxed_only else "on offer "
+            text += (
+                f"; the largest {gpu} count {qualifier}is {best.offer.gpu_count}: {_where(best)}"
+            )
+        return text
+    if emptied == "peak_memory_gb":
+        text = f"peak_memory_gb: no {want}configuration has {req.peak_memory_gb:g} GB per GPU"
+        if best:
+            text += f"; the most on offer is {best.offer.gpu_memory_gb:g} GB: {_where(best)}{other}"
+        return text
+    if emptied in ("cpu", "memory_gb", "disk_gb"):
+        label = {"cpu": "vCPUs", "memory_gb": "GB of memory", "disk_gb": "GB of disk"}[emptied]
+        value = getattr(req, emptied)
+        text = f"{emptied}: no {want}configuration has {value:g} {label}"
+        if best:
+            text += f"; the largest is {_where(best)}{other}"
+        return text
+    if emptied == "location":
+        text = f'location: no {want}configuration is in location "{req.location}"'
+        if not locations.is_known(req.location or "", {o.region for o in pool}):
+            text += (
+                " (it matches no region in this inventory; write a region id, a prefix such "
+                'as "us-east", or an area: ' + ", ".join(locations.areas()) + ")"
+            )
+        if best:
+            text += f"; the cheapest {want or 'configuration '}outside it is {_where(best)}{other}"
+        return text
     if emptied == "arch":
-        return f"no {want} configuration is {req.arch}" + (f"; nearest: {where}" if best else "")
-    label = {"cpu": "CPUs", "memory_gb": "GB of memory", "disk_gb": "GB of disk"}[emptied]
-    value = getattr(req, emptied)
-    most = f"; the largest is {where}" if best else ""
-    return f"no {want} configuration has {value:g} {label}{most}"
-
-
-def offers_of(items: Iterable[Offer]) -> list[Offer]:
-    return list(items)
+        text = f"arch: no {want}configuration is {req.arch}"
+        if best:
+            text += f"; the cheapest {best.offer.arch} one is {_where(best)}{other}"
+        return text
+    if emptied == "image":
+        shown = cuda.shown(filters.cuda) if filters.cuda else "its CUDA version"
+        reasons = sorted({filters.image_problem(c.offer.gpu) or "" for c in result.nearest} - {""})
+        detail = f": {'; '.join(reasons)}" if reasons else ""
+        text = (
+            f"image: {stage.image} declares {shown}, which cannot drive the {want}"
+            f"configurations that meet the other requirements{detail}"
+        )
+        if best:
+            text += f"; with another image the cheapest would be {_where(best)}"
+        return text
+    if emptied == "max_price_per_hour":
+        text = (
+            f"max_price_per_hour: every {want}configuration that meets the other "
+            f"requirements costs more than ${req.max_price_per_hour:,.2f}/h"
+        )
+        if best:
+            text += f"; the cheapest is {_where(best)}{other}"
+        return text
+    # budget
+    text = (
+        f"budget: the estimated cost of every measured {want}configuration exceeds the "
+        f"budget of ${budget or 0:,.2f}"
+    )
+    if best and best.estimated_cost is not None:
+        text += (
+            f"; the lowest estimate is ${best.estimated_cost:,.2f} "
+            f"({best.runtime_seconds or 0:,.0f} s measured) on {_where(best)}"
+        )
+    return text

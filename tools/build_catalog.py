@@ -1,140 +1,140 @@
 #!/usr/bin/env python3
 """Build the embedded offer catalog from the transcribed supplier catalog.
 
-    python3 tools/build_catalog.py [OFFERS_CSV]      (default: ../shared/catalog/offers.csv)
+    python3 tools/build_catalog.py [OFFERS_CSV] [--out DIR]
+        (default: ../shared/catalog/offers.csv, written into nodus_cli/data)
 
-Reads OFFERS_CSV (see shared/catalog/SOURCES.md), canonicalises GPU spellings with
-nodus_cli/data/gpus.json, and writes nodus_cli/data/catalog.csv and
-nodus_cli/data/catalog_meta.json. Stdlib only. Exits 1, listing them, when a GPU
-spelling does not resolve to exactly one family.
+Reads OFFERS_CSV (see shared/catalog/SOURCES.md) and writes nodus_cli/data/catalog.csv and
+nodus_cli/data/catalog_meta.json (sources, commits, date, dropped rows). Each row goes
+through ``nodus_cli.catalog.parse_row``, the same code that loads a ``--catalog`` file, so
+the embedded catalog and a user catalog canonicalize GPU spellings identically: family
+names from nodus_cli/data/gpus.json, memory from the model variant (never a supplier's
+under-reported figure). Exits 1, listing them, when a row does not resolve, or when
+gpus.json lets one spelling name two families. Needs only the standard library.
 """
+
+from __future__ import annotations
+
 import csv
 import datetime
 import json
-import re
 import sys
 from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from nodus_cli import catalog, gpus  # noqa: E402
+
 DATA = REPO / "nodus_cli" / "data"
-COLUMNS = ["supplier", "machine_id", "gpu", "gpu_count", "gpu_memory_gb", "vcpus", "memory_gb",
-           "disk_gb", "region", "price_per_hour", "spot_price_per_hour", "arch"]
-SNAPSHOT_NOTE = ("prices transcribed from skypilot-org/skypilot-catalog at the commits listed; "
-                 "the files carry no date")
-# Per-GPU memory implied by a machine type when the supplier gives no figure (Azure docs:
-# NC*ads_H100_v5 carry H100 NVL 94 GB).
-MACHINE_MEMORY = [("azure", re.compile(r"^Standard_NC\d+ad[a-z]*_H100_v5$"), 94.0)]
+SNAPSHOT_NOTE = (
+    "prices transcribed from skypilot-org/skypilot-catalog at the commits listed; "
+    "the files carry no date"
+)
 
 
-def normalize(name):
-    s = re.sub(r"[\s_\-]", "", str(name).lower())
-    return s[len("nvidia"):] if s.startswith("nvidia") else s
-
-
-def load_lookup(path):
-    """normalized spelling -> (family, memory_gb or None); duplicates across families fail."""
+def spelling_clashes(path: Path) -> list[str]:
+    """Spellings in gpus.json that name two different families."""
     doc = json.loads(path.read_text(encoding="utf-8"))
-    table, clashes = {}, []
+    owner: dict[str, str] = {}
+    clashes = []
 
-    def add(spelling, family, memory):
-        key = normalize(spelling)
-        old = table.get(key)
-        if old and old[0] != family:
-            clashes.append(f"{spelling!r}: {old[0]} vs {family}")
-        elif not old or (old[1] is None and memory is not None):
-            table[key] = (family, memory)
+    def add(spelling: str, family: str) -> None:
+        key = gpus.normalize(spelling)
+        if owner.setdefault(key, family) != family:
+            clashes.append(f"{spelling!r}: {owner[key]} vs {family}")
 
-    families = {}
     for fam in doc["families"]:
-        families[fam["name"]] = [float(m) for m in fam["memory_gb"]]
         for s in [fam["name"], *fam["aliases"]]:
-            add(s, fam["name"], None)
+            add(s, fam["name"])
         for v in fam["variant_spellings"]:
-            add(v["spelling"], fam["name"], v["memory_gb"])
+            add(v["spelling"], fam["name"])
     for s, target in doc["catalog_spellings"].items():
-        add(s, target["family"], target.get("memory_gb"))
+        add(s, target["family"])
+    return clashes
+
+
+def fmt(x: float | None) -> str:
+    if x is None:
+        return ""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def main(argv: list[str]) -> int:
+    args = list(argv[1:])
+    out_dir = DATA
+    if "--out" in args:
+        at = args.index("--out")
+        if at + 1 >= len(args):
+            print("--out needs a folder", file=sys.stderr)
+            return 2
+        out_dir = Path(args[at + 1])
+        del args[at : at + 2]
+    src = Path(args[0]) if args else REPO.parent / "shared" / "catalog" / "offers.csv"
+    clashes = spelling_clashes(DATA / "gpus.json")
     if clashes:
-        sys.exit("gpus.json: spellings that name two families:\n  " + "\n  ".join(clashes))
-    return table, families
-
-
-def hint_spelling(row):
-    """Vast merges variants in its accelerator name (RTX4070 is a 4070 Ti SUPER, RTX4060 a
-    4060 Ti, RTX3060 includes the 3060 Ti); its machine_id carries the exact model."""
-    if row["supplier"] == "vast":
-        m = re.fullmatch(r"\d+x-(.+)-\d+-\d+", row["machine_id"])
-        if m:
-            return m.group(1)
-    return None
-
-
-def hinted_memory(row):
-    if row["supplier"] == "primeintellect":
-        m = re.search(r"x[A-Za-z0-9]+_(\d+)GB__", row["machine_id"])
-        if m:
-            return float(m.group(1))
-    for supplier, pattern, memory in MACHINE_MEMORY:
-        if row["supplier"] == supplier and pattern.match(row["machine_id"]):
-            return memory
-    return None
-
-
-def nominal_memory(variants, spelled, figure):
-    if spelled is not None:
-        return float(spelled)
-    if figure:
-        return min(variants, key=lambda v: (abs(v - figure), v))
-    return min(variants)  # no figure: never over-claim
-
-
-def fmt(x):
-    return str(int(x)) if float(x).is_integer() else str(x)
-
-
-def main(argv):
-    src = Path(argv[1]) if len(argv) > 1 else REPO.parent / "shared" / "catalog" / "offers.csv"
-    table, families = load_lookup(DATA / "gpus.json")
+        print("gpus.json: spellings that name two families:", *clashes, sep="\n  ", file=sys.stderr)
+        return 1
     with open(src, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
 
-    out, unresolved, notes, dropped = [], Counter(), [], Counter()
-    suppliers, sources = Counter(), {}
+    out: list[catalog.Offer] = []
+    problems: list[str] = []
+    notes: list[str] = []
+    dropped: Counter[str] = Counter()
+    suppliers: Counter[str] = Counter()
+    sources: dict[str, dict[str, str]] = {}
     for line, row in enumerate(rows, start=2):
-        hit = table.get(normalize(row["gpu"]))
-        hint = hint_spelling(row)
-        if hint is not None:
-            hit = table.get(normalize(hint)) or hit
-        if hit is None:
-            unresolved[f"{row['supplier']}: {row['gpu']!r}"] += 1
-            continue
-        repo_commit, _, path = row["source"].partition(":")
+        repo_commit, _, path = (row.get("source") or "").partition(":")
         repo, _, commit = repo_commit.partition("@")
-        sources.setdefault(row["supplier"], {"supplier": row["supplier"], "repo": repo,
-                                             "path": path, "commit": commit})
-        if not row["price_per_hour"].strip():
+        sources.setdefault(
+            row["supplier"],
+            {"supplier": row["supplier"], "repo": repo, "path": path, "commit": commit},
+        )
+        try:
+            offer = catalog.parse_row(row)
+        except ValueError as exc:
+            problems.append(f"line {line}: {row['supplier']} {row['machine_id']}: {exc}")
+            continue
+        if offer is None:
             dropped["no on-demand price"] += 1
             continue
-        family, spelled = hit
-        figure = float(row["gpu_memory_gb"] or 0) or hinted_memory(row)
-        memory = nominal_memory(families[family], spelled, figure)
-        if figure and abs(memory - figure) > 0.15 * memory:
-            notes.append(f"line {line}: {row['supplier']} {row['machine_id']} {row['gpu']}: "
-                         f"supplier says {figure} GB, nominal {memory} GB")
-        suppliers[row["supplier"]] += 1
-        out.append({**{k: row[k] for k in COLUMNS if k in row}, "gpu": family,
-                    "gpu_count": int(float(row["gpu_count"])), "gpu_memory_gb": fmt(memory),
-                    "disk_gb": ""})
-    if unresolved:
-        print("GPU spellings that resolve to no family (add them to gpus.json):", file=sys.stderr)
-        for k, n in sorted(unresolved.items()):
-            print(f"  {k} ({n} rows)", file=sys.stderr)
+        figure = float(row["gpu_memory_gb"] or 0)
+        if figure and abs(offer.gpu_memory_gb - figure) > 0.15 * offer.gpu_memory_gb:
+            notes.append(
+                f"line {line}: {row['supplier']} {row['machine_id']} {row['gpu']}: "
+                f"supplier says {figure} GB, nominal {offer.gpu_memory_gb:g} GB"
+            )
+        suppliers[offer.supplier] += 1
+        out.append(offer)
+    if problems:
+        print("rows that do not resolve (fix gpus.json or the source):", file=sys.stderr)
+        for p in problems:
+            print("  " + p, file=sys.stderr)
         return 1
 
-    with open(DATA / "catalog.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
-        w.writeheader()
-        w.writerows(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "catalog.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(catalog.EMBEDDED_COLUMNS)
+        for o in out:
+            w.writerow(
+                [
+                    o.supplier,
+                    o.machine_id,
+                    o.gpu or "",
+                    o.gpu_count,
+                    fmt(o.gpu_memory_gb),
+                    fmt(o.vcpus),
+                    fmt(o.memory_gb),
+                    fmt(o.disk_gb),
+                    o.region,
+                    fmt(o.price_per_hour),
+                    fmt(o.spot_price_per_hour),
+                    o.arch,
+                ]
+            )
     meta = {
         "built_from": "shared/catalog/offers.csv",
         "rows": len(out),
@@ -144,11 +144,13 @@ def main(argv):
         "snapshot_note": SNAPSHOT_NOTE,
         "built_at": datetime.date.today().isoformat(),
     }
-    (DATA / "catalog_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "catalog_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     for n in notes:
         print("note:", n, file=sys.stderr)
-    print(f"wrote {len(out)} rows from {len(rows)} ({dict(dropped)} dropped) to "
-          f"{(DATA / 'catalog.csv').relative_to(REPO)}")
+    print(
+        f"wrote {len(out)} rows from {len(rows)} ({dict(dropped)} dropped) to "
+        f"{out_dir / 'catalog.csv'}"
+    )
     return 0
 
 

@@ -1,14 +1,105 @@
-"""``nodus plan`` (and ``nodus run --dry-run``): what every eligible configuration costs."""
+"""``nodus plan`` (and ``nodus run --dry-run``): what every eligible configuration costs.
+
+Human output is plain text written directly (no rich), like ``nodus validate``: planning
+is interactive and its start-up cost is part of the experience. Tables are never
+wrapped or truncated, so every supplier, machine ID and region stays readable (and
+greppable) whatever the terminal width.
+"""
 
 from __future__ import annotations
 
-from nodus_cli import inventory
-from nodus_cli.output import console, emit_json, money
-from nodus_cli.planner import Plan, StagePlan, plan_workload
+import os
+import sys
+from collections.abc import Sequence
+
+from nodus_cli import cuda, inventory
+from nodus_cli.planner import BASIS_RUNTIME, CHECKS, Candidate, Plan, StagePlan, plan_workload
 from nodus_cli.problems import NodusError
-from nodus_cli.workload import Workload
+from nodus_cli.workload import Requirements, Workload
 
 EXIT_NOTHING_ELIGIBLE = 3
+
+# -- plain-text output helpers (shared with `nodus gpus` and `nodus catalog`) ------------
+
+_RESET = "\x1b[0m"
+_STYLES = {
+    "bold": "\x1b[1m",
+    "dim": "\x1b[2m",
+    "red": "\x1b[1;31m",
+    "yellow": "\x1b[33m",
+    "green": "\x1b[32m",
+    "cyan": "\x1b[1;36m",
+}
+
+
+def use_colour() -> bool:
+    """NO_COLOR (https://no-color.org) wins; FORCE_COLOR forces; else only on a terminal."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Writer:
+    """Collects lines, painting them only when colour is on, and writes them at once."""
+
+    def __init__(self, colour: bool | None = None) -> None:
+        self.colour = use_colour() if colour is None else colour
+        self.lines: list[str] = []
+
+    def paint(self, text: str, style: str) -> str:
+        return f"{_STYLES[style]}{text}{_RESET}" if self.colour else text
+
+    def line(self, text: str = "") -> None:
+        self.lines.append(text)
+
+    def table(
+        self,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        right: Sequence[int] = (),
+        indent: str = "",
+    ) -> None:
+        """Aligned columns; the ones in ``right`` are right-justified (numbers)."""
+        widths = [len(h) for h in headers]
+        for row in rows:
+            for i, cell in enumerate(row):
+                widths[i] = max(widths[i], len(cell))
+
+        def fmt(cells: Sequence[str]) -> str:
+            out = [
+                c.rjust(widths[i]) if i in right else c.ljust(widths[i])
+                for i, c in enumerate(cells)
+            ]
+            return (indent + "  ".join(out)).rstrip()
+
+        self.line(self.paint(fmt(headers), "dim"))
+        for row in rows:
+            self.line(fmt(row))
+
+    def flush(self) -> None:
+        sys.stdout.write("\n".join(self.lines) + "\n")
+        sys.stdout.flush()
+        self.lines = []
+
+
+def money(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"${value:,.2f}" if value >= 0.1 or value == 0 else f"${value:,.4f}"
+
+
+def gpu_text(gpu: str | None, count: int, memory_gb: float) -> str:
+    return f"{count}× {gpu} {memory_gb:g} GB" if gpu else "no GPU"
+
+
+# -- the command -------------------------------------------------------------------------
 
 
 def load_valid(file: str) -> Workload:
@@ -30,54 +121,59 @@ def load_valid(file: str) -> Workload:
     return result.workload
 
 
-def make_plan(file: str, target: str, catalog_path: str | None) -> Plan:
+def make_plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, str]:
+    """The plan of a workload file and a description of the inventory it was planned on."""
     workload = load_valid(file)
     inv = inventory.for_target(target, catalog_path)
-    return plan_workload(workload, inv.offers, target=target, history=inv.history(workload))
+    plan = plan_workload(workload, inv.offers, target=target, history=inv.history(workload))
+    return plan, inv.describe()
 
 
 def run(file: str, target: str, catalog_path: str | None, top: int, as_json: bool) -> int:
-    plan = make_plan(file, target, catalog_path)
+    if catalog_path and target == "local":
+        sys.stderr.write(
+            f"nodus: note: --catalog {catalog_path} is not used by --target local (this "
+            "machine); --target catalog plans against it\n"
+        )
+    plan, source = make_plan(file, target, catalog_path)
     if as_json:
-        emit_json(plan.as_json())
+        from nodus_cli.output import emit_json
+
+        document = plan.as_json()
+        document["inventory"] = source
+        emit_json(document)
     else:
-        show(plan, top)
+        out = Writer()
+        show(plan, top, out, source)
+        out.flush()
     return 0 if plan.feasible else EXIT_NOTHING_ELIGIBLE
 
 
-def show(plan: Plan, top: int) -> None:
-    from rich.markup import escape
-
-    out = console()
-    w = plan.workload
-    out.print(f"[bold]{escape(w.name)}[/] — planned against the [bold]{plan.target}[/] inventory")
-    budget = f", budget {money(w.budget)} for the whole run" if w.budget is not None else ""
-    out.print(f"[dim]{len(w.stages)} stage(s){budget}[/]")
-    for note in plan.notes:
-        out.print(f"[yellow]note:[/] {escape(note)}")
-    for stage in plan.stages:
-        out.print()
-        _show_stage(stage, top)
-    out.print()
-    out.print(
-        "[dim]Ranked by what the inventory lists; this is not a promise of the lowest total "
-        "cost or the shortest runtime.[/]"
-    )
-    if not plan.feasible:
-        out.print("[bold red]Not every stage has an eligible configuration (exit 3).[/]")
+def requirements_text(r: Requirements) -> str:
+    """The normalized requirements as ``key = value`` pairs (unset ones left out)."""
+    parts = []
+    for key, value in r.as_json().items():
+        if value is None or (key in ("gpu_count", "gpu_interconnect") and not r.wants_gpu):
+            continue
+        if isinstance(value, str):
+            parts.append(f'{key} = "{value}"')
+        elif isinstance(value, float):
+            parts.append(f"{key} = {value:g}")
+        else:
+            parts.append(f"{key} = {value}")
+    return ", ".join(parts)
 
 
 def describe_requirements(stage: StagePlan) -> str:
     r = stage.requirements
     parts = []
     if r.wants_gpu:
-        gpu = r.gpu or "any GPU"
-        parts.append(f"{r.gpu_count}× {gpu}")
+        parts.append(f"{r.gpu_count}× {r.gpu or 'any GPU'}")
         if r.peak_memory_gb:
-            parts.append(f"≥{r.peak_memory_gb:g} GB per GPU")
+            parts.append(f"≥ {r.peak_memory_gb:g} GB per GPU")
     else:
         parts.append("no GPU")
-    parts.append(f"{r.cpu:g} CPU")
+    parts.append(f"{r.cpu:g} vCPU")
     if r.memory_gb:
         parts.append(f"{r.memory_gb:g} GB memory")
     if r.disk_gb:
@@ -91,61 +187,107 @@ def describe_requirements(stage: StagePlan) -> str:
     return ", ".join(parts)
 
 
-def _show_stage(stage: StagePlan, top: int) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+def show(plan: Plan, top: int, out: Writer, source: str | None = None) -> None:
+    w = plan.workload
+    inv = f" ({source})" if source else ""
+    out.line(f"{out.paint(w.name, 'bold')}: planned against the {plan.target} inventory{inv}")
+    out.line(f"requirements: {requirements_text(w.requirements) or 'none'}")
+    if w.budget is not None:
+        out.line(f"budget: {money(w.budget)} for the whole run (every stage)")
+    for note in plan.notes:
+        out.line(f"{out.paint('note:', 'yellow')} {note}")
+    for stage in plan.stages:
+        out.line()
+        _show_stage(stage, max(top, 0), out)
+    out.line()
+    out.line(
+        out.paint(
+            "Ranked by what the inventory lists: not a promise of the lowest total cost or "
+            "the shortest runtime.",
+            "dim",
+        )
+    )
+    if not plan.feasible:
+        empty = [
+            f"{s.name} ({s.emptied_by or 'empty inventory'})" for s in plan.stages if not s.feasible
+        ]
+        out.line(
+            out.paint(f"No eligible configuration for stage(s) {', '.join(empty)} (exit 3).", "red")
+        )
 
-    out = console()
-    out.print(f"[bold cyan]stage {escape(stage.name)}[/]: {escape(describe_requirements(stage))}")
-    excluded = ", ".join(f"{k} {v}" for k, v in stage.excluded.items() if v) or "none"
-    out.print(f"  eligible: {len(stage.candidates)}; excluded by: {excluded}")
+
+def _offer_line(c: Candidate) -> str:
+    o = c.offer
+    text = (
+        f"{o.supplier} {o.machine_id} in {o.region or '(no region)'}: "
+        f"{gpu_text(o.gpu, o.gpu_count, o.gpu_memory_gb)}, {o.vcpus:g} vCPU, "
+        f"{o.memory_gb:g} GB memory, {o.arch}, {money(o.price_per_hour)}/h"
+    )
+    if o.gpu_count:
+        text += f" ({money(o.price_per_hour / o.gpu_count)} per GPU-hour)"
+    if c.estimated_cost is not None:
+        text += f", est. {money(c.estimated_cost)} ({c.runtime_seconds or 0:,.0f} s measured)"
+    return text
+
+
+def _show_stage(stage: StagePlan, top: int, out: Writer) -> None:
+    out.line(f"{out.paint('stage ' + stage.name, 'cyan')}: {describe_requirements(stage)}")
+    if stage.image:
+        declared = cuda.declared_cuda(stage.image) if stage.requirements.wants_gpu else None
+        shown = f" (declares {cuda.shown(declared)})" if declared else ""
+        out.line(f"  image: {stage.image}{shown}")
+    total = stage.eligible + sum(stage.excluded.values())
+    excluded = ", ".join(f"{k} {stage.excluded[k]}" for k in CHECKS if stage.excluded[k])
+    plural = "" if total == 1 else "s"
+    out.line(f"  excluded: {excluded or 'none'} (of {total} configuration{plural})")
     for note in stage.notes:
-        out.print(f"  [yellow]note:[/] {escape(note)}")
+        out.line(f"  {out.paint('note:', 'yellow')} {note}")
     if not stage.candidates:
-        out.print(f"  [bold red]no eligible configuration:[/] {escape(stage.explanation or '')}")
+        out.line(f"  {out.paint('no eligible configuration:', 'red')} {stage.explanation or ''}")
         if stage.nearest:
-            out.print("  nearest offers:")
-            for o in stage.nearest:
-                gpu = f"{o.gpu_count}× {o.gpu} {o.gpu_memory_gb:g} GB" if o.gpu else "no GPU"
-                out.print(
-                    f"    {escape(o.supplier)} {escape(o.machine_id)} ({escape(o.region)}): "
-                    f"{gpu}, {o.vcpus:g} vCPU, {money(o.price_per_hour)}/h"
-                )
+            out.line("  nearest offers:")
+            for c in stage.nearest:
+                out.line(f"    {_offer_line(c)}")
         return
     basis = (
         "estimated cost (measured runtime × hourly price)"
-        if stage.basis == "runtime_estimate"
-        else "hourly price (no runtime measured on every eligible configuration)"
+        if stage.basis == BASIS_RUNTIME
+        else "hourly price (this workload has no measured runtime on every eligible configuration)"
     )
-    out.print(f"  ranked by {basis}")
-    table = Table(show_edge=False, pad_edge=False, box=None)
-    for col in ("#", "supplier", "machine", "region", "GPUs", "vCPU", "memory", "$/h", "$/GPU·h"):
-        table.add_column(col, justify="right" if col in ("#", "vCPU", "$/h", "$/GPU·h") else "left")
-    if stage.basis == "runtime_estimate":
-        table.add_column("est. cost", justify="right")
-    for i, cand in enumerate(stage.candidates[:top], start=1):
-        o = cand.offer
-        gpu = f"{o.gpu_count}× {o.gpu} {o.gpu_memory_gb:g}GB" if o.gpu else "-"
+    out.line(f"  eligible: {stage.eligible}, ranked by {basis}")
+    headers = ["", "#", "supplier", "machine", "region", "GPUs", "vCPU", "memory", "$/h", "$/GPU·h"]
+    measured = any(c.runtime_seconds is not None for c in stage.candidates[:top])
+    if measured:
+        headers += ["runtime", "est. cost"]
+    rows = []
+    for i, c in enumerate(stage.candidates[:top], start=1):
+        o = c.offer
         row = [
-            ("→ " if i == 1 else "") + str(i),
-            escape(o.supplier),
-            escape(o.machine_id),
-            escape(o.region),
-            gpu,
+            "→" if i == 1 else "",
+            str(i),
+            o.supplier,
+            o.machine_id,
+            o.region or "-",
+            gpu_text(o.gpu, o.gpu_count, o.gpu_memory_gb),
             f"{o.vcpus:g}",
             f"{o.memory_gb:g} GB",
             money(o.price_per_hour),
             money(o.price_per_gpu_hour),
         ]
-        if stage.basis == "runtime_estimate":
-            row.append(money(cand.estimated_cost))
-        table.add_row(*row)
-    out.print(table)
-    if len(stage.candidates) > top:
-        out.print(f"  [dim]… {len(stage.candidates) - top} more (--top N, or --json for all)[/]")
+        if measured:
+            row += [
+                f"{c.runtime_seconds:,.0f} s" if c.runtime_seconds is not None else "-",
+                money(c.estimated_cost),
+            ]
+        rows.append(row)
+    if rows:
+        out.table(headers, rows, right=(1, 6, 7, 8, 9, 10, 11), indent="  ")
+    if stage.eligible > top:
+        out.line(
+            out.paint(
+                f"  … {stage.eligible - top} more (--top N shows more, --json lists all)", "dim"
+            )
+        )
     sel = stage.selected
     assert sel is not None
-    out.print(
-        f"  selected: [bold]{escape(sel.offer.supplier)} {escape(sel.offer.machine_id)}[/] "
-        f"in {escape(sel.offer.region)} at {money(sel.offer.price_per_hour)}/h"
-    )
+    out.line(f"  selected: {out.paint(_offer_line(sel), 'bold')}")
