@@ -66,7 +66,9 @@ def main(
 
 @app.command()
 def validate(
-    paths: Annotated[list[str], typer.Argument(help="Workload files or folders (*.toml).")],
+    paths: Annotated[
+        list[str], typer.Argument(metavar="PATH...", help="Workload files or folders (*.toml).")
+    ],
     as_json: JsonOpt = False,
     fmt: Annotated[
         Format, typer.Option("--format", help="text, or github for Actions annotations.")
@@ -81,7 +83,7 @@ def validate(
 @app.command()
 def gpus(
     name: Annotated[
-        str | None, typer.Argument(help="A GPU model, in any accepted spelling.")
+        str | None, typer.Argument(metavar="NAME", help="A GPU model, in any accepted spelling.")
     ] = None,
     supplier: Annotated[str | None, typer.Option(help="Only this supplier's offers.")] = None,
     location: Annotated[
@@ -99,7 +101,7 @@ def gpus(
 
 @app.command()
 def plan(
-    file: Annotated[str, typer.Argument(help="The workload file.")],
+    file: Annotated[str, typer.Argument(metavar="FILE", help="The workload file.")],
     target: Annotated[
         Target, typer.Option(help="Inventory to plan against: catalog, local or swarm.")
     ] = Target.catalog,
@@ -115,8 +117,11 @@ def plan(
 
 @app.command()
 def run(
-    file: Annotated[str, typer.Argument(help="The workload file.")],
-    target: Annotated[Target, typer.Option(help="Where to run: local or swarm.")] = Target.local,
+    file: Annotated[str, typer.Argument(metavar="FILE", help="The workload file.")],
+    target: Annotated[
+        Target | None,
+        typer.Option(help="Where to run: local (default) or swarm; --dry-run plans the catalog."),
+    ] = None,
     catalog: CatalogOpt = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Plan only, like `nodus plan`.")
@@ -131,18 +136,22 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the workload: each stage as a container with exactly the GPUs asked for."""
-    if dry_run:
+    if dry_run:  # SPEC: `run --dry-run` equals `plan`, including its default target
         from nodus_cli.commands import plan as planning
 
-        raise typer.Exit(planning.run(file, target.value, catalog, top, as_json))
+        chosen = (target or Target.catalog).value
+        raise typer.Exit(planning.run(file, chosen, catalog, top, as_json))
     from nodus_cli.commands import run as command
 
-    raise typer.Exit(command.run(file, target.value, catalog, detach, retries, as_json))
+    chosen = (target or Target.local).value
+    raise typer.Exit(command.run(file, chosen, catalog, detach, retries, as_json))
 
 
 @app.command()
 def rerun(
-    run_id: Annotated[str, typer.Argument(help="A recorded run (see `nodus runs`).")],
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN_ID", help="A recorded run (see `nodus runs`).")
+    ],
     detach: Annotated[bool, typer.Option("--detach", "-d")] = False,
     retries: Annotated[int, typer.Option(min=0, max=10)] = 0,
     as_json: JsonOpt = False,
@@ -166,7 +175,9 @@ def runs(
 
 @app.command()
 def logs(
-    run_id: Annotated[str, typer.Argument(help="A recorded run (a unique prefix is enough).")],
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN_ID", help="A recorded run (a unique prefix is enough).")
+    ],
     as_json: JsonOpt = False,
 ) -> None:
     """A recorded run's output."""
