@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
 from dataclasses import dataclass
 
 from nodus_cli import config, gpus
@@ -30,10 +29,18 @@ class LocalGpu:
     utilization: float = 0.0
 
 
+#: Why the last :func:`query_gpus` found no GPU (for messages); None when it found some.
+last_probe_note: str | None = None
+
+
 def query_gpus(timeout: float = 10.0) -> list[LocalGpu]:
     """GPUs as the driver reports them; an empty list when there is no working driver."""
+    import subprocess
+
+    global last_probe_note
     smi = shutil.which("nvidia-smi")
     if smi is None:
+        last_probe_note = "no nvidia-smi on PATH: no NVIDIA driver"
         return []
     try:
         done = subprocess.run(
@@ -42,12 +49,22 @@ def query_gpus(timeout: float = 10.0) -> list[LocalGpu]:
             text=True,
             timeout=timeout,
             check=False,
+            stdin=subprocess.DEVNULL,
         )
-    except (OSError, subprocess.SubprocessError):
+    except subprocess.TimeoutExpired:
+        last_probe_note = f"nvidia-smi did not answer within {timeout:g} s"
+        return []
+    except (OSError, subprocess.SubprocessError) as exc:
+        last_probe_note = f"nvidia-smi could not run: {exc}"
         return []
     if done.returncode != 0:
+        said = (done.stdout.strip() or done.stderr.strip()).splitlines()
+        first = said[0][:160] if said else f"exit {done.returncode}"
+        last_probe_note = f"nvidia-smi: {first}"
         return []
-    return parse_smi(done.stdout)
+    found = parse_smi(done.stdout)
+    last_probe_note = None if found else "nvidia-smi lists no GPU"
+    return found
 
 
 def parse_smi(text: str) -> list[LocalGpu]:
@@ -98,38 +115,49 @@ def memory_gb() -> float:
 
 
 def disk_gb(path: str = "/var/lib/docker") -> float:
-    probe = path if os.path.exists(path) else "/"
-    return round(shutil.disk_usage(probe).free / 1024**3, 1)
+    """Free disk where the engine keeps containers (else the root file system), in GB."""
+    for probe in (path, "/"):
+        try:
+            return round(shutil.disk_usage(probe).free / 1024**3, 1)
+        except OSError:
+            continue
+    return 0.0
 
 
 def offers(local_gpus: list[LocalGpu] | None = None) -> tuple[Offer, ...]:
-    """One offer per GPU model on this machine (a CPU-only offer when it has none)."""
+    """One offer per GPU model on this machine (a CPU-only offer when it has none).
+
+    A model's offer lists how many GPUs of it this machine has and the smallest nominal
+    memory among them, so every GPU the runner may hand out meets what was planned.
+    """
     cfg = config.local()
     found = query_gpus() if local_gpus is None else local_gpus
     host = socket.gethostname()
-    base = dict(
-        supplier="local",
-        machine_id=host,
-        region=cfg.region,
-        vcpus=cpu_count(),
-        memory_gb=memory_gb(),
-        disk_gb=disk_gb(),
-        arch=_arch(),
-        price_per_hour=cfg.price_per_hour,
-    )
+    vcpus, memory, disk, arch = cpu_count(), memory_gb(), disk_gb(), _arch()
+
+    def offer(gpu: str | None, count: int, gpu_memory: float) -> Offer:
+        return Offer(
+            supplier="local",
+            machine_id=host,
+            region=cfg.region,
+            gpu=gpu,
+            gpu_count=count,
+            gpu_memory_gb=gpu_memory,
+            vcpus=vcpus,
+            memory_gb=memory,
+            disk_gb=disk,
+            arch=arch,
+            price_per_hour=cfg.price_per_hour,
+        )
+
     by_family: dict[str, list[LocalGpu]] = {}
     for gpu in found:
         if gpu.family is not None:
             by_family.setdefault(gpu.family, []).append(gpu)
     if not by_family:
-        return (Offer(gpu=None, gpu_count=0, gpu_memory_gb=0.0, **base),)  # type: ignore[arg-type]
+        return (offer(None, 0, 0.0),)
     return tuple(
-        Offer(  # type: ignore[arg-type]
-            gpu=family,
-            gpu_count=len(members),
-            gpu_memory_gb=min(g.nominal_memory_gb for g in members),
-            **base,
-        )
+        offer(family, len(members), min(g.nominal_memory_gb for g in members))
         for family, members in sorted(by_family.items())
     )
 
@@ -140,8 +168,16 @@ def _arch() -> str:
 
 
 def describe(local_gpus: list[LocalGpu]) -> str:
+    """What GPUs this machine has, in words (count, model, memory) or why there are none."""
     if not local_gpus:
-        return "no NVIDIA GPU (nvidia-smi found none)"
+        note = last_probe_note
+        if note is None:
+            note = (
+                "no nvidia-smi on PATH: no NVIDIA driver"
+                if shutil.which("nvidia-smi") is None
+                else "nvidia-smi lists no GPU"
+            )
+        return f"no NVIDIA GPU ({note})"
     counts: dict[str, int] = {}
     for g in local_gpus:
         label = f"{g.family or g.product} {g.nominal_memory_gb:g} GB"

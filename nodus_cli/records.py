@@ -8,22 +8,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
-import statistics
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodus_cli import config
-from nodus_cli.catalog import Offer
-from nodus_cli.planner import RuntimeLookup
 from nodus_cli.problems import NodusError
-from nodus_cli.workload import Workload
+
+if TYPE_CHECKING:
+    from nodus_cli.catalog import Offer
+    from nodus_cli.planner import RuntimeLookup
+    from nodus_cli.workload import Workload
 
 STATUSES = ("running", "succeeded", "failed", "cancelled", "budget_exhausted")
 
@@ -81,12 +81,46 @@ def config_key(offer: Offer) -> str:
     return f"{offer.supplier}|{offer.machine_id}|{offer.gpu or '-'}|{offer.gpu_count}"
 
 
+def _config_key_of(config: dict[str, Any]) -> str:
+    """:func:`config_key` of a configuration saved as JSON (``Offer.as_json``)."""
+    return (
+        f"{config.get('supplier')}|{config.get('machine_id')}|{config.get('gpu') or '-'}|"
+        f"{config.get('gpu_count') or 0}"
+    )
+
+
+def _machine_key(offer: Offer) -> str:
+    """The key a CPU-only stage is recorded under on this machine, whatever GPUs it has.
+
+    A local run of a CPU-only workload does not ask the driver for GPUs, so it records
+    the machine without them; ``nodus plan --target local`` on a machine with GPUs lists
+    the machine with its GPUs. Within one workload fingerprint a stage is either a GPU
+    stage or not, so a GPU-less record of the same machine is that stage's runtime there.
+    """
+    return f"{offer.supplier}|{offer.machine_id}|-|0"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    """Now, UTC, ISO 8601 to the second (``2025-01-31T12:00:00+00:00``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    return time.strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
 
 
 @dataclass(slots=True)
@@ -167,7 +201,11 @@ class RunStore:
             root.mkdir(parents=True, exist_ok=True)
             self.logs.mkdir(exist_ok=True)
             with self._connect() as db:
-                db.executescript(_SCHEMA)
+                if not db.execute(
+                    "SELECT 1 FROM sqlite_master WHERE name='stages_by_config'"
+                ).fetchone():
+                    db.execute("PRAGMA journal_mode=WAL")
+                    db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise NodusError(
                 f"cannot use the state folder {root}: {exc}",
@@ -178,10 +216,23 @@ class RunStore:
     def _connect(self) -> Iterator[sqlite3.Connection]:
         db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            # WAL with synchronous=NORMAL: a record survives nodus crashing at any point
+            # (only a power cut may lose the last write), at a fraction of the fsyncs.
+            db.execute("PRAGMA synchronous=NORMAL")
             yield db
         finally:
             db.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     # -- writing -------------------------------------------------------------------
 
@@ -212,7 +263,7 @@ class RunStore:
             message=None,
             stages=[StageRecord(s.name, "pending", None) for s in workload.stages],
         )
-        with self._connect() as db:
+        with self._transaction() as db:
             db.execute(
                 "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
@@ -241,13 +292,7 @@ class RunStore:
         return record
 
     def save_stage(self, run_id: str, idx: int, stage: StageRecord) -> None:
-        key = None
-        if stage.config is not None:
-            c = stage.config
-            key = (
-                f"{c.get('supplier')}|{c.get('machine_id')}|{c.get('gpu') or '-'}|"
-                f"{c.get('gpu_count')}"
-            )
+        key = _config_key_of(stage.config) if stage.config is not None else None
         with self._connect() as db:
             db.execute(
                 "UPDATE stages SET status=?, exit_code=?, started_at=?, ended_at=?, "
@@ -280,11 +325,24 @@ class RunStore:
         message: str | None = None,
     ) -> None:
         assert status in STATUSES
-        with self._connect() as db:
+        ended = now_iso()
+        with self._transaction() as db:
             db.execute(
                 "UPDATE runs SET status=?, exit_code=?, ended_at=?, cost=?, message=? WHERE id=?",
-                (status, exit_code, now_iso(), cost, message, run_id),
+                (status, exit_code, ended, cost, message, run_id),
             )
+            # A finished run has no stage left pending or running.
+            db.execute(
+                "UPDATE stages SET status='skipped', message=COALESCE(message, ?) "
+                "WHERE run_id=? AND status='pending'",
+                (f"not started: the run ended {status}", run_id),
+            )
+            if status != "running":
+                db.execute(
+                    "UPDATE stages SET status=?, ended_at=COALESCE(ended_at, ?) "
+                    "WHERE run_id=? AND status='running'",
+                    ("cancelled" if status == "cancelled" else "failed", ended, run_id),
+                )
 
     def set_pid(self, run_id: str, pid: int) -> None:
         with self._connect() as db:
@@ -292,7 +350,36 @@ class RunStore:
 
     # -- reading -------------------------------------------------------------------
 
+    def reap_stale(self) -> list[str]:
+        """Local runs still marked running whose nodus process is gone: record them failed.
+
+        A process killed hard (SIGKILL, power loss) cannot record its own end.
+        """
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT id, pid FROM runs WHERE status='running' AND target='local' "
+                "AND pid IS NOT NULL"
+            ).fetchall()
+        stale = [run_id for run_id, pid in rows if not _pid_alive(int(pid))]
+        for run_id in stale:
+            self.finish_run(
+                run_id,
+                "failed",
+                None,
+                self._cost_of(run_id),
+                "the nodus process running it ended without recording an outcome",
+            )
+        return stale
+
+    def _cost_of(self, run_id: str) -> float:
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT COALESCE(SUM(cost), 0) FROM stages WHERE run_id=?", (run_id,)
+            ).fetchone()
+        return float(row[0]) if row else 0.0
+
     def list_runs(self, limit: int = 20) -> list[RunRecord]:
+        self.reap_stale()
         with self._connect() as db:
             rows = db.execute(
                 "SELECT * FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?", (limit,)
@@ -302,13 +389,13 @@ class RunStore:
     def get(self, run_id: str) -> RunRecord:
         with self._connect() as db:
             rows = db.execute(
-                "SELECT * FROM runs WHERE id = ? OR id LIKE ? ORDER BY started_at DESC",
-                (run_id, run_id + "%"),
+                "SELECT * FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started_at DESC",
+                (len(run_id), run_id),
             ).fetchall()
             exact = [r for r in rows if r[0] == run_id]
             if exact:
                 rows = exact
-            if not rows:
+            if not rows or not run_id:
                 raise NodusError(f"no run {run_id!r}", hint="`nodus runs` lists the recorded runs")
             if len(rows) > 1:
                 ids = ", ".join(r[0] for r in rows[:5])
@@ -369,18 +456,26 @@ class RunStore:
         samples: dict[tuple[str, str], list[float]] = {}
         for name, key, seconds in rows:
             samples.setdefault((name, key), []).append(seconds)
-        medians = {k: statistics.median(v) for k, v in samples.items()}
+        medians = {k: _median(v) for k, v in samples.items()}
 
         def lookup(stage: str, offer: Offer) -> float | None:
-            return medians.get((stage, config_key(offer)))
+            found = medians.get((stage, config_key(offer)))
+            if found is None and offer.gpu_count:
+                found = medians.get((stage, _machine_key(offer)))
+            return found
 
         return lookup
 
     def log_path(self, run_id: str) -> Path:
         return self.logs / f"{run_id}.log"
 
-    def busy_gpus(self) -> dict[str, str]:
-        """GPU UUIDs held by running local stages, mapped to their run id."""
+    def busy_gpus(self, exclude_run: str | None = None) -> dict[str, str]:
+        """GPU UUIDs held by running local stages of this store, mapped to their run id.
+
+        The machine-wide truth is the engine (containers labelled ``nodus.gpus``, see
+        runner.gpus_in_use); this is what this store's records say.
+        """
+        self.reap_stale()
         with self._connect() as db:
             rows = db.execute(
                 "SELECT s.run_id, s.gpu_uuids FROM stages s JOIN runs r ON r.id = s.run_id "
@@ -388,14 +483,22 @@ class RunStore:
             ).fetchall()
         held: dict[str, str] = {}
         for run_id, uuids in rows:
+            if run_id == exclude_run:
+                continue
             for u in json.loads(uuids or "[]"):
                 held[u] = run_id
         return held
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def workload_from_json(doc: dict[str, Any]) -> Workload:
     """Rebuild a normalized workload saved with a run (for reruns and detached runs)."""
-    from nodus_cli.workload import Requirements, Stage
+    from nodus_cli.workload import Requirements, Stage, Workload
 
     def reqs(raw: dict[str, Any]) -> Requirements:
         return Requirements(**{k: raw[k] for k in Requirements.__dataclass_fields__ if k in raw})

@@ -394,7 +394,26 @@ def test_a_machine_id_in_the_gpu_field_says_what_it_carries(tmp_path: Path) -> N
 
 def test_a_catalog_given_to_the_local_target_is_pointed_out(tmp_path: Path) -> None:
     wf = workload_file(tmp_path, "[requirements]\ncpu = 1")
-    done = nodus(tmp_path, "run", "--dry-run", "--json", wf, "--catalog", market(tmp_path))
+    done = nodus(
+        tmp_path,
+        "run",
+        "--dry-run",
+        "--target",
+        "local",
+        "--json",
+        wf,
+        "--catalog",
+        market(tmp_path),
+    )
     assert_no_traceback(done)
     assert "is not used by --target local" in done.stderr
     assert json.loads(done.stdout)["target"] == "local"
+
+
+def test_run_dry_run_without_a_target_plans_the_catalog_like_plan(tmp_path: Path) -> None:
+    wf = workload_file(tmp_path, "[requirements]\ncpu = 1")
+    dry = nodus(tmp_path, "run", "--dry-run", "--json", wf, "--catalog", market(tmp_path))
+    planned = nodus(tmp_path, "plan", "--json", wf, "--catalog", market(tmp_path))
+    assert dry.returncode == planned.returncode == 0
+    assert json.loads(dry.stdout) == json.loads(planned.stdout)
+    assert json.loads(dry.stdout)["target"] == "catalog"

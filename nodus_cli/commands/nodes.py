@@ -1,8 +1,16 @@
-"""``nodus nodes`` and ``nodus swarm init-node``: the cluster's capacity, and joining it."""
+"""``nodus nodes`` and ``nodus swarm init-node``: the cluster's capacity, and joining it.
+
+``init-node --apply`` writes the daemon settings into ``--daemon-json``, sets
+``swarm-resource`` in the NVIDIA container runtime's configuration
+(``/etc/nvidia-container-runtime/config.toml``, or ``NODUS_NVIDIA_RUNTIME_CONFIG``) when
+that file exists, and labels this node when its engine is a Swarm manager.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +22,8 @@ NOW_NOTE = (
     "What the cluster's nodes hold now, not every configuration a supplier could offer; "
     "free GPUs are those no running task reserves."
 )
+RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+SWARM_RESOURCE = 'swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"'
 
 
 def run(as_json: bool) -> int:
@@ -28,12 +38,13 @@ def run(as_json: bool) -> int:
     from rich.table import Table
 
     table = Table(show_edge=False, box=None)
+    right = ("CPUs", "GPUs", "free", "$/h")
     for col in ("node", "state", "role", "CPUs", "memory", "GPUs", "free", "GPU", "$/h"):
-        table.add_column(col, justify="right" if col in ("CPUs", "GPUs", "free", "$/h") else "left")
+        table.add_column(col, justify="right" if col in right else "left")
     for n in nodes:
         gpu = f"{n.gpu} {n.gpu_memory_gb:g} GB" if n.gpu and n.gpu_memory_gb else (n.gpu or "-")
         table.add_row(
-            escape(n.hostname),
+            escape(n.key),
             n.state if n.availability == "active" else f"{n.state} ({n.availability})",
             n.role,
             f"{n.cpus:g}",
@@ -45,6 +56,11 @@ def run(as_json: bool) -> int:
         )
     out = console()
     out.print(table)
+    for n in nodes:
+        for problem in n.problems:
+            out.print(f"[yellow]note:[/] node {escape(n.key)}: {escape(problem)}")
+        if n.price_source.startswith("catalog"):
+            out.print(f"[dim]node {escape(n.key)}: $/h is the {escape(n.price_source)}[/]")
     out.print(f"[dim]{NOW_NOTE}[/]")
     return 0
 
@@ -64,22 +80,33 @@ def node_settings(
             f"this machine has several GPU models ({', '.join(sorted(families))}); a node "
             "label can name only one: declare one model's GPUs by hand"
         )
+    unknown = [g.product for g in found if g.family is None]
+    if unknown:
+        raise NodusError(
+            f"nodus does not know the GPU model {unknown[0]!r}: it cannot label this node",
+            hint="`nodus gpus` lists the models nodus knows",
+        )
     family = found[0].family or found[0].product
     labels = {
         "nodus.gpu": family,
         "nodus.gpu_memory_gb": f"{min(g.nominal_memory_gb for g in found):g}",
     }
     if price is not None:
+        if price < 0:
+            raise NodusError("--price must be >= 0 (USD per hour)", exit_code=2)
         labels["nodus.price_per_hour"] = f"{price:g}"
     if machine_id is not None:
         labels["nodus.machine_id"] = machine_id
     return {
+        "gpus": [
+            {"uuid": g.uuid, "name": g.product, "memory_gb": g.nominal_memory_gb} for g in found
+        ],
         "daemon": {
             "node-generic-resources": [f"NVIDIA-GPU={g.uuid}" for g in found],
             "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "runtimeArgs": []}},
             "default-runtime": "nvidia",
         },
-        "nvidia_container_runtime": 'swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"',
+        "nvidia_container_runtime": SWARM_RESOURCE,
         "labels": labels,
     }
 
@@ -96,47 +123,105 @@ def init_node(
         emit_json({**settings, "applied": applied})
         return 0
     out = console()
+    count = len(settings["gpus"])
+    out.print(f"this machine: {count}× {settings['labels']['nodus.gpu']} ", end="")
+    out.print(f"{settings['labels']['nodus.gpu_memory_gb']} GB")
     out.print(
         f"[bold]1. Docker daemon settings[/] (merge into {daemon_json}, then restart dockerd):"
     )
     out.print(json.dumps(settings["daemon"], indent=2), markup=False)
-    out.print("[bold]2. NVIDIA runtime[/] (/etc/nvidia-container-runtime/config.toml):")
+    out.print(f"[bold]2. NVIDIA container runtime[/] ({_runtime_config()}):")
     out.print(settings["nvidia_container_runtime"], markup=False)
     out.print("[bold]3. Node labels[/] (on a manager):")
     out.print(
         f"docker node update {label_args} $(docker info -f '{{{{.Swarm.NodeID}}}}')", markup=False
     )
+    if not apply:
+        out.print("[dim]--apply writes 1 and 2 and sets 3 when this engine is a manager.[/]")
     for line in applied:
-        out.print(f"[green]applied:[/] {line}")
+        out.print(f"[green]applied:[/] {line}", markup=True)
     return 0
 
 
+def _runtime_config() -> str:
+    return os.environ.get("NODUS_NVIDIA_RUNTIME_CONFIG") or RUNTIME_CONFIG
+
+
 def _apply(settings: dict[str, Any], path: Path) -> list[str]:
-    done = []
+    done = [_write_daemon_json(settings, path)]
+    done.append(_write_runtime_config(Path(_runtime_config())))
+    done.append(_label_node(settings["labels"]))
+    return done
+
+
+def _write_daemon_json(settings: dict[str, Any], path: Path) -> str:
     current: dict[str, Any] = {}
     if path.exists():
         try:
-            current = json.loads(path.read_text("utf-8") or "{}")
+            loaded = json.loads(path.read_text("utf-8") or "{}")
         except (OSError, json.JSONDecodeError) as exc:
             raise NodusError(f"{path}: cannot read it as JSON: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise NodusError(f"{path}: not a JSON object")
+        current = loaded
     merged = {**current, **settings["daemon"]}
-    merged["runtimes"] = {**current.get("runtimes", {}), **settings["daemon"]["runtimes"]}
+    merged["runtimes"] = {**(current.get("runtimes") or {}), **settings["daemon"]["runtimes"]}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(merged, indent=2) + "\n", "utf-8")
     except OSError as exc:
         raise NodusError(f"{path}: cannot write it: {exc}", hint="run as root") from None
-    done.append(f"wrote {path} (restart dockerd to take it into account)")
-    from nodus_cli import engine
+    return f"wrote {path} (restart dockerd to take it into account)"
 
-    client = engine.connect()
-    info = client.info().get("Swarm") or {}
-    if info.get("ControlAvailable"):
-        node = client.nodes.get(info["NodeID"])
-        spec = node.attrs["Spec"]
-        spec["Labels"] = {**(spec.get("Labels") or {}), **settings["labels"]}
-        node.update(spec)
-        done.append(f"labelled node {info['NodeID'][:12]}")
+
+def _write_runtime_config(path: Path) -> str:
+    """Set ``swarm-resource`` (a top-level key) in the NVIDIA runtime's config.toml."""
+    if not path.exists():
+        return (
+            f"not written: {path} does not exist (install nvidia-container-toolkit, then "
+            f"set {SWARM_RESOURCE} in it)"
+        )
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise NodusError(f"{path}: cannot read it: {exc}") from None
+    pattern = re.compile(r"^[ \t]*#?[ \t]*swarm-resource[ \t]*=.*$", re.MULTILINE)
+    if pattern.search(text):
+        new = pattern.sub(SWARM_RESOURCE, text, count=1)
     else:
-        done.append("not a manager: run the `docker node update` command above on a manager")
-    return done
+        new = SWARM_RESOURCE + "\n" + text  # before any [table]: a top-level key
+    if new == text:
+        return f"{path} already sets {SWARM_RESOURCE}"
+    try:
+        path.write_text(new, "utf-8")
+    except OSError as exc:
+        raise NodusError(f"{path}: cannot write it: {exc}", hint="run as root") from None
+    return f"set {SWARM_RESOURCE} in {path}"
+
+
+def _label_node(labels: dict[str, str]) -> str:
+    from nodus_cli import engine, swarm
+
+    api = swarm.connect()
+    try:
+        info = api.info().get("Swarm") or {}
+        if info.get("LocalNodeState") != "active":
+            return (
+                "not labelled: this engine is not in a Swarm yet; join it, then run the "
+                "`docker node update` command above on a manager"
+            )
+        if not info.get("ControlAvailable"):
+            return (
+                "not labelled: this engine is a worker; run the `docker node update` "
+                "command above on a manager"
+            )
+        node = api.node(info["NodeID"])
+        spec = dict(node.get("Spec") or {})
+        spec["Labels"] = {**(spec.get("Labels") or {}), **labels}
+        api.update_node(info["NodeID"], int(node["Version"]["Index"]), spec)
+    except engine.EngineUnreachable as exc:
+        raise exc.as_nodus_error() from None
+    except (engine.EngineError, engine.EngineTimeout) as exc:
+        raise NodusError(f"cannot label this node: {exc}") from None
+    shown = ", ".join(f"{k}={v}" for k, v in labels.items())
+    return f"labelled node {info['NodeID'][:12]}: {shown}"

@@ -10,8 +10,16 @@ def list_runs(limit: int, as_json: bool) -> int:
     store = records.open_store()
     assert store is not None
     found = store.list_runs(limit)
+    cluster: dict[str, str] = {}  # what the cluster says about running Swarm runs
+    if any(r.target == "swarm" and r.status == "running" for r in found):
+        from nodus_cli import swarm
+
+        cluster = {r.id: s for r in found if (s := swarm.cluster_state(r)) is not None}
     if as_json:
-        emit_json({"runs": [r.as_json() for r in found]})
+        docs = [
+            r.as_json() | ({"cluster": cluster[r.id]} if r.id in cluster else {}) for r in found
+        ]
+        emit_json({"runs": docs})
         return 0
     from rich.markup import escape
     from rich.table import Table
@@ -20,8 +28,17 @@ def list_runs(limit: int, as_json: bool) -> int:
         console().print("no runs recorded yet (state in " + escape(str(store.root)) + ")")
         return 0
     table = Table(show_edge=False, box=None)
-    for col in ("id", "workload", "target", "status", "exit", "started", "cost", "stages"):
-        table.add_column(col)
+    # The id is what `nodus logs` and `nodus rerun` take: never cut it.
+    table.add_column("id", no_wrap=True, min_width=max(len(r.id) for r in found))
+    table.add_column("workload", overflow="fold", min_width=8)
+    targets = {r.target for r in found}
+    if targets != {"local"}:
+        table.add_column("target", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("exit", no_wrap=True, justify="right")
+    table.add_column("started (UTC)", no_wrap=True)
+    table.add_column("cost", no_wrap=True, justify="right")
+    table.add_column("stages", overflow="fold", min_width=12)
     colours = {
         "succeeded": "green",
         "failed": "red",
@@ -31,16 +48,19 @@ def list_runs(limit: int, as_json: bool) -> int:
     }
     for r in found:
         stages = " → ".join(f"{s.name}:{s.status}" for s in r.stages)
-        table.add_row(
-            r.id,
-            escape(r.workload),
-            r.target,
+        if r.id in cluster:
+            stages += f" (cluster: {cluster[r.id]})"
+        row = [r.id, escape(r.workload)]
+        if targets != {"local"}:
+            row.append(r.target)
+        row += [
             f"[{colours.get(r.status, 'white')}]{r.status}[/]",
             "" if r.exit_code is None else str(r.exit_code),
-            r.started_at.replace("T", " ").replace("+00:00", "Z"),
+            r.started_at[5:16].replace("T", " "),
             money(r.cost),
             escape(stages),
-        )
+        ]
+        table.add_row(*row)
     console().print(table)
     return 0
 
