@@ -6,8 +6,7 @@ import os
 from typing import Any
 
 from nodus_cli import catalog
-from nodus_cli.commands.plan import Writer
-from nodus_cli.output import emit_json
+from nodus_cli.output import Writer, emit_json
 
 
 def run(catalog_path: str | None, as_json: bool) -> int:

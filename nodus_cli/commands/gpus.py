@@ -12,8 +12,7 @@ from typing import Any
 
 from nodus_cli import catalog, gpus, locations
 from nodus_cli.catalog import Offer, whole
-from nodus_cli.commands.plan import Writer, money
-from nodus_cli.output import emit_json
+from nodus_cli.output import Writer, emit_json, money
 from nodus_cli.problems import NodusError
 
 

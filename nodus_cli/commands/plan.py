@@ -8,96 +8,15 @@ greppable) whatever the terminal width.
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Sequence
 
 from nodus_cli import cuda, inventory
+from nodus_cli.output import Writer, gpu_text, money
 from nodus_cli.planner import BASIS_RUNTIME, CHECKS, Candidate, Plan, StagePlan, plan_workload
 from nodus_cli.problems import NodusError
 from nodus_cli.workload import Requirements, Workload
 
 EXIT_NOTHING_ELIGIBLE = 3
-
-# -- plain-text output helpers (shared with `nodus gpus` and `nodus catalog`) ------------
-
-_RESET = "\x1b[0m"
-_STYLES = {
-    "bold": "\x1b[1m",
-    "dim": "\x1b[2m",
-    "red": "\x1b[1;31m",
-    "yellow": "\x1b[33m",
-    "green": "\x1b[32m",
-    "cyan": "\x1b[1;36m",
-}
-
-
-def use_colour() -> bool:
-    """NO_COLOR (https://no-color.org) wins; FORCE_COLOR forces; else only on a terminal."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    if os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-class Writer:
-    """Collects lines, painting them only when colour is on, and writes them at once."""
-
-    def __init__(self, colour: bool | None = None) -> None:
-        self.colour = use_colour() if colour is None else colour
-        self.lines: list[str] = []
-
-    def paint(self, text: str, style: str) -> str:
-        return f"{_STYLES[style]}{text}{_RESET}" if self.colour else text
-
-    def line(self, text: str = "") -> None:
-        self.lines.append(text)
-
-    def table(
-        self,
-        headers: Sequence[str],
-        rows: Sequence[Sequence[str]],
-        right: Sequence[int] = (),
-        indent: str = "",
-    ) -> None:
-        """Aligned columns; the ones in ``right`` are right-justified (numbers)."""
-        widths = [len(h) for h in headers]
-        for row in rows:
-            for i, cell in enumerate(row):
-                widths[i] = max(widths[i], len(cell))
-
-        def fmt(cells: Sequence[str]) -> str:
-            out = [
-                c.rjust(widths[i]) if i in right else c.ljust(widths[i])
-                for i, c in enumerate(cells)
-            ]
-            return (indent + "  ".join(out)).rstrip()
-
-        self.line(self.paint(fmt(headers), "dim"))
-        for row in rows:
-            self.line(fmt(row))
-
-    def flush(self) -> None:
-        sys.stdout.write("\n".join(self.lines) + "\n")
-        sys.stdout.flush()
-        self.lines = []
-
-
-def money(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"${value:,.2f}" if value >= 0.1 or value == 0 else f"${value:,.4f}"
-
-
-def gpu_text(gpu: str | None, count: int, memory_gb: float) -> str:
-    return f"{count}× {gpu} {memory_gb:g} GB" if gpu else "no GPU"
-
 
 # -- the command -------------------------------------------------------------------------
 

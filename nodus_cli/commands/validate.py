@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+from nodus_cli.output import use_colour
 from nodus_cli.problems import Problem
 from nodus_cli.validation import validate_paths
 from nodus_cli.workload import Result
@@ -35,20 +36,6 @@ def run(paths: list[str], as_json: bool, fmt: str) -> int:
     else:
         _write(human(results, colour=use_colour()))
     return 0 if all_valid else 1
-
-
-def use_colour() -> bool:
-    """NO_COLOR (https://no-color.org) wins; FORCE_COLOR forces; else only on a terminal."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    if os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def human(results: list[Result], colour: bool = False) -> str:
