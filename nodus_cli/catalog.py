@@ -98,6 +98,9 @@ class Offer:
             "disk_gb": self.disk_gb,
             "arch": self.arch,
             "price_per_hour": self.price_per_hour,
+            "price_per_gpu_hour": (
+                round(self.price_per_hour / self.gpu_count, 6) if self.gpu_count else None
+            ),
             "spot_price_per_hour": self.spot_price_per_hour,
         }
 

@@ -26,7 +26,7 @@ from operator import attrgetter
 from typing import Any, overload
 
 from nodus_cli import cuda, gpus, locations
-from nodus_cli.catalog import Offer, whole
+from nodus_cli.catalog import Offer
 from nodus_cli.workload import Requirements, Stage, Workload
 
 #: The order in which requirements are checked (and the keys of ``excluded``).
@@ -96,24 +96,9 @@ class Candidate:
         return self.runtime_seconds / 3600.0 * self.offer.price_per_hour
 
     def as_json(self) -> dict[str, Any]:
-        o = self.offer
         cost = self.estimated_cost
         return {
-            "supplier": o.supplier,
-            "machine_id": o.machine_id,
-            "region": o.region,
-            "gpu": o.gpu,
-            "gpu_count": o.gpu_count,
-            "gpu_memory_gb": o.gpu_memory_gb,
-            "vcpus": whole(o.vcpus),
-            "memory_gb": o.memory_gb,
-            "disk_gb": o.disk_gb,
-            "arch": o.arch,
-            "price_per_hour": o.price_per_hour,
-            "price_per_gpu_hour": (
-                round(o.price_per_hour / o.gpu_count, 6) if o.gpu_count else None
-            ),
-            "spot_price_per_hour": o.spot_price_per_hour,
+            **self.offer.as_json(),
             "runtime_seconds": self.runtime_seconds,
             "estimated_cost": round(cost, 6) if cost is not None else None,
         }

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodus_cli import catalog, gpus, locations
-from nodus_cli.catalog import Offer, whole
+from nodus_cli.catalog import Offer
 from nodus_cli.output import Writer, emit_json, money
 from nodus_cli.problems import NodusError
 
@@ -59,7 +59,7 @@ def run(
                 "gpus": [summary],
                 "variant_memory_gb": memory,
                 "filters": _filters(supplier, location, count),
-                "offers": [_offer_json(o) for o in chosen],
+                "offers": [o.as_json() for o in chosen],
             }
         )
     else:
@@ -136,24 +136,7 @@ def _summary(family: gpus.GpuFamily, offers: list[Offer]) -> dict[str, Any]:
         "offers": len(offers),
         "suppliers": sorted({o.supplier for o in offers}),
         "min_price_per_gpu_hour": round(_per_gpu(cheapest), 6) if cheapest else None,
-        "cheapest": _offer_json(cheapest) if cheapest else None,
-    }
-
-
-def _offer_json(o: Offer) -> dict[str, Any]:
-    return {
-        "supplier": o.supplier,
-        "machine_id": o.machine_id,
-        "region": o.region,
-        "gpu": o.gpu,
-        "gpu_count": o.gpu_count,
-        "gpu_memory_gb": o.gpu_memory_gb,
-        "vcpus": whole(o.vcpus),
-        "memory_gb": o.memory_gb,
-        "arch": o.arch,
-        "price_per_hour": o.price_per_hour,
-        "price_per_gpu_hour": round(_per_gpu(o), 6),
-        "spot_price_per_hour": o.spot_price_per_hour,
+        "cheapest": cheapest.as_json() if cheapest else None,
     }
 
 
