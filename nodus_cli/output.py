@@ -1,6 +1,7 @@
 """Terminal output shared by the commands: one rich console, JSON on stdout, errors on stderr.
 
-rich is imported lazily so that ``--json`` paths and start-up stay cheap.
+rich is imported lazily so that ``--json`` paths and start-up stay cheap (an image pull
+shows its progress with it only on a terminal: :class:`PullDisplay`).
 """
 
 from __future__ import annotations
@@ -122,3 +123,47 @@ def money(value: float | None) -> str:
 
 def gpu_text(gpu: str | None, count: int, memory_gb: float) -> str:
     return f"{count}× {gpu} {memory_gb:g} GB" if gpu else "no GPU"
+
+
+class PullDisplay:
+    """An image pull's progress: layer by layer on a terminal, one line otherwise."""
+
+    def __init__(self, image: str, progress: bool) -> None:
+        self.image = image
+        self.progress = progress
+        self._bar: Any = None
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> PullDisplay:
+        err = error_console()
+        if self.progress and err.is_terminal:
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                console=err,
+                transient=True,
+            )
+            self._bar.__enter__()
+        else:
+            err.print(f"pulling {self.image} …")
+        return self
+
+    def event(self, event: dict[str, Any]) -> None:
+        """One progress event of the engine's pull stream."""
+        if self._bar is None:
+            return
+        layer = event.get("id")
+        detail = event.get("progressDetail") or {}
+        if layer and detail.get("total"):
+            if layer not in self._tasks:
+                self._tasks[layer] = self._bar.add_task(
+                    f"{self.image} {layer}", total=detail["total"]
+                )
+            self._bar.update(self._tasks[layer], completed=detail.get("current", 0))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)

@@ -10,7 +10,9 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -68,10 +70,26 @@ CREATE INDEX IF NOT EXISTS runs_by_fingerprint ON runs(fingerprint);
 """
 
 
+#: Requirements that change how long a stage takes; money and place limits do not.
+_RUNTIME_REQUIREMENTS = ("gpu", "gpu_count", "peak_memory_gb", "cpu", "memory_gb")
+
+
 def fingerprint(workload: Workload) -> str:
-    """What identifies "this workload" for runtime measurements: all but its name."""
-    doc = workload.as_json()
-    doc.pop("name", None)
+    """What identifies "this workload" for runtime measurements: what each stage runs.
+
+    The name, the budget, price limits, location and disk are left out: changing them does
+    not change how long a stage takes, so it must not throw the measurements away.
+    """
+    doc = [
+        {
+            "name": s.name,
+            "image": s.image,
+            "command": s.command,
+            "env": s.env,
+            "requirements": {k: getattr(s.requirements, k) for k in _RUNTIME_REQUIREMENTS},
+        }
+        for s in workload.stages
+    ]
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -193,10 +211,15 @@ class RunRecord:
 
 
 class RunStore:
+    """The runs and their stages, in one SQLite database (WAL) under ``root``."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
         self.db_path = root / "runs.sqlite3"
         self.logs = root / "logs"
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        self._close: weakref.finalize[[], RunStore] | None = None
         try:
             root.mkdir(parents=True, exist_ok=True)
             self.logs.mkdir(exist_ok=True)
@@ -214,14 +237,29 @@ class RunStore:
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.db_path, timeout=30, isolation_level=None)
-        try:
-            # WAL with synchronous=NORMAL: a record survives nodus crashing at any point
-            # (only a power cut may lose the last write), at a fraction of the fsyncs.
-            db.execute("PRAGMA synchronous=NORMAL")
-            yield db
-        finally:
-            db.close()
+        """The store's one connection (opened on first use), for one thread at a time.
+
+        Autocommit: each statement outside :meth:`_transaction` is its own transaction, so
+        holding the connection open locks nothing between calls.
+        """
+        with self._lock:
+            if self._db is None:
+                db = sqlite3.connect(
+                    self.db_path, timeout=30, isolation_level=None, check_same_thread=False
+                )
+                # WAL with synchronous=NORMAL: a record survives nodus crashing at any point
+                # (only a power cut may lose the last write), at a fraction of the fsyncs.
+                db.execute("PRAGMA synchronous=NORMAL")
+                self._db = db
+                # Closed with the store, or at exit: the last close checkpoints the WAL.
+                self._close = weakref.finalize(self, db.close)
+            yield self._db
+
+    def close(self) -> None:
+        with self._lock:
+            if self._close is not None:
+                self._close()
+            self._db = self._close = None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

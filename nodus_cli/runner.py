@@ -765,7 +765,7 @@ def run_local(
     eng = connect_for(prepared)
     check_gpus_free(prepared, eng)
     for image in dict.fromkeys(s.image for s in workload.stages):
-        engine.ensure_image(eng, image, progress=progress)
+        ensure_image(eng, image, progress=progress)
     if record is None:
         record = store.start_run(workload, "local", prepared.price_per_hour, file, pid=os.getpid())
     else:
@@ -794,3 +794,47 @@ def connect_for(prepared: Prepared) -> engine.Engine:
             hint="upgrade Docker",
         )
     return eng
+
+
+def ensure_image(eng: engine.Engine, image: str, progress: bool = True) -> None:
+    """Pull ``image`` when the engine does not have it, showing progress on a terminal.
+
+    A pull that fails, or that makes no progress for ``NODUS_PULL_TIMEOUT`` seconds
+    (default 120), is one clear error: nothing has started yet.
+    """
+    try:
+        if eng.image_present(image):
+            return
+    except engine.EngineUnreachable as exc:
+        raise exc.as_nodus_error() from None
+    except engine.EngineError as exc:
+        raise NodusError(f"cannot inspect image {image}: {exc}") from None
+    idle = _pull_timeout()
+    try:
+        from nodus_cli.output import PullDisplay
+
+        with PullDisplay(image, progress) as display:
+            eng.pull(image, display.event, idle_timeout=idle)
+        if not eng.image_present(image):
+            raise engine.EngineError(404, "the engine reports the pull done but has no such image")
+    except engine.EngineTimeout:
+        raise NodusError(
+            f"cannot get image {image}: the engine made no progress pulling it for {idle:g} s",
+            hint="is a registry reachable from the Docker engine? without one, `docker load` "
+            "the image first (NODUS_PULL_TIMEOUT sets this limit)",
+        ) from None
+    except (engine.EngineError, engine.EngineUnreachable) as exc:
+        detail = exc.message if isinstance(exc, engine.EngineError) else exc.reason
+        raise NodusError(
+            f"cannot get image {image}: {detail}",
+            hint="check the name and tag; for a private registry run `docker login`; "
+            "without a registry, `docker load` the image first",
+        ) from None
+
+
+def _pull_timeout() -> float:
+    try:
+        value = float(os.environ.get("NODUS_PULL_TIMEOUT", engine.PULL_IDLE_TIMEOUT))
+    except ValueError:
+        return engine.PULL_IDLE_TIMEOUT
+    return value if value > 0 else engine.PULL_IDLE_TIMEOUT

@@ -13,9 +13,10 @@ Before Docker 24, Swarm neither stops nor cleans up a removed job (see
 :func:`job_mode`): on such engines each stage is the same one task as a one-replica
 service with restart condition ``none``.
 
-The engine is the one ``DOCKER_HOST`` names, else the current Docker context's, else the
-local socket; it must be a Swarm manager. The Engine API is spoken with the standard
-library (:class:`SwarmApi`), not the Docker SDK.
+The engine is the one ``DOCKER_HOST`` names, else the current Docker context's (read
+from the Docker CLI's files by :func:`connect`), else the local socket; it must be a
+Swarm manager. :class:`SwarmApi` talks to it through the Docker SDK's low-level client
+(services built of ``docker.types``), with the errors of :mod:`nodus_cli.engine`.
 """
 
 from __future__ import annotations
@@ -24,16 +25,14 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import IO, Any
-from urllib.parse import quote, urlencode
 
 from nodus_cli import engine, gpus
 from nodus_cli.catalog import Offer
@@ -151,14 +150,11 @@ class Node:
 
 
 class SwarmApi(engine.Engine):
-    """The Engine-API calls of the Swarm target, on the standard-library client.
-
-    No Docker SDK: ``nodus run --target swarm`` is measured against the bare CLI
-    (benchmarks/swarm_overhead.py), and importing the SDK alone costs a third of
-    what Swarm takes to run a short job.
-    """
+    """The Swarm calls of the target, on the SDK's client, with nodus's errors."""
 
     _node_id: str | None = None
+    #: The manager check's node list, for the first listing after it: one call, not two.
+    _checked_nodes: list[dict[str, Any]] | None = None
 
     @property
     def node_id(self) -> str:
@@ -168,44 +164,47 @@ class SwarmApi(engine.Engine):
         return self._node_id
 
     def info(self) -> dict[str, Any]:
-        doc: dict[str, Any] = self._json("GET", "/info")
+        doc: dict[str, Any] = self.call(self.client.info)
         return doc
 
     def nodes(self) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._json("GET", "/nodes")
+        found, self._checked_nodes = self._checked_nodes, None
+        if found is None:
+            found = self.call(self.client.nodes)
         return found
 
     def node(self, node_id: str) -> dict[str, Any]:
-        doc: dict[str, Any] = self._json("GET", f"/nodes/{quote(node_id)}")
+        doc: dict[str, Any] = self.call(self.client.inspect_node, node_id)
         return doc
 
     def update_node(self, node_id: str, version: int, spec: dict[str, Any]) -> None:
-        self._json("POST", f"/nodes/{quote(node_id)}/update", {"version": str(version)}, spec)
+        self.call(self.client.update_node, node_id, version, spec)
 
     def tasks(self, filters: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
-        params = {"filters": json.dumps(filters)} if filters else None
-        found: list[dict[str, Any]] = self._json("GET", "/tasks", params)
+        found: list[dict[str, Any]] = self.call(self.client.tasks, filters=filters)
         return found
 
     def services(self, filters: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
-        params = {"filters": json.dumps(filters)} if filters else None
-        found: list[dict[str, Any]] = self._json("GET", "/services", params)
+        found: list[dict[str, Any]] = self.call(self.client.services, filters=filters)
         return found
 
-    def create_service(self, spec: dict[str, Any]) -> str:
-        doc = self._json("POST", "/services/create", None, spec)
+    def create_service(self, body: dict[str, Any]) -> str:
+        """Create the service :func:`service_args` describes; its id."""
+        doc = self.call(
+            self.client.create_service,
+            body["TaskTemplate"],
+            name=body["Name"],
+            labels=body["Labels"],
+            mode=body["Mode"],
+        )
         return str(doc["ID"])
 
     def remove_service(self, service_id: str) -> None:
         """Remove a service; one that is gone already is fine."""
-        try:
-            self._json("DELETE", f"/services/{quote(service_id)}")
-        except engine.EngineError as exc:
-            if exc.status != 404:
-                raise
+        self.tolerate((404,), self.client.remove_service, service_id)
 
     def service(self, service_id: str) -> dict[str, Any]:
-        doc: dict[str, Any] = self._json("GET", f"/services/{quote(service_id)}")
+        doc: dict[str, Any] = self.call(self.client.inspect_service, service_id)
         return doc
 
     def discard_service(self, service: dict[str, Any] | str) -> None:
@@ -215,126 +214,49 @@ class SwarmApi(engine.Engine):
         drops its pending one, which removing it alone does not do before Docker 24
         (its task would keep running, or start later).
         """
+        from docker.types import ServiceMode
+
         try:
             doc = self.service(service) if isinstance(service, str) else service
         except engine.EngineError as exc:
             if exc.status == 404:
                 return
             raise
-        spec = dict(doc.get("Spec") or {})
+        spec = doc.get("Spec") or {}
         job = (spec.get("Mode") or {}).get("ReplicatedJob")
         if job is not None and job.get("TotalCompletions") != 0:
-            spec["Mode"] = {"ReplicatedJob": {"MaxConcurrent": 0, "TotalCompletions": 0}}
-            version = str((doc.get("Version") or {}).get("Index", 0))
             with contextlib.suppress(engine.EngineError):
-                self._json(
-                    "POST", f"/services/{quote(doc['ID'])}/update", {"version": version}, spec
+                self.call(
+                    self.client.update_service,
+                    doc["ID"],
+                    (doc.get("Version") or {}).get("Index", 0),
+                    task_template=spec.get("TaskTemplate"),
+                    name=spec.get("Name"),
+                    labels=spec.get("Labels"),
+                    mode=ServiceMode("replicated-job", replicas=0),
                 )
         self.remove_service(doc["ID"])
 
     def remove_volume(self, name: str) -> None:
-        self._json("DELETE", f"/volumes/{quote(name)}", {"force": "1"})
+        self.call(self.client.remove_volume, name, force=True)
 
-    def open_logs(self, service_id: str, follow: bool, since: str | None = None) -> _LogStream:
-        """A service's output as timestamped frames; ``close`` ends it from any thread."""
-        stream = self.log_stream(service_id, follow, since)
-        stream.open()
-        return stream
+    def service_logs(self, service_id: str, follow: bool, since: str | None = None) -> Any:
+        """A service's output, ``(stream, b"TIMESTAMP text")`` frames; ``close()`` cuts it.
 
-    def log_stream(self, service_id: str, follow: bool, since: str | None = None) -> _LogStream:
-        params = {
-            "follow": "1" if follow else "0",
-            "stdout": "1",
-            "stderr": "1",
-            "timestamps": "1",
-            "tail": "all",
-        }
+        Its tasks are never TTYs, so the output is multiplexed (stdout and stderr frames).
+        A finished job's log comes at once: a node that stops answering must not keep
+        nodus waiting long for the rest of it.
+        """
+        params = {"follow": int(follow), "stdout": 1, "stderr": 1, "timestamps": 1, "tail": "all"}
         if since is not None:
             params["since"] = since
-        url = f"/v{self.api}/services/{quote(service_id)}/logs?{urlencode(params)}"
-        # A finished job's log comes at once; a node that stopped answering must not
-        # keep nodus waiting long for the rest of it.
-        return _LogStream(self, url, None if follow else 15.0)
-
-
-class _LogStream:
-    """One logs request on its own connection, which ``close`` can cut from any thread."""
-
-    def __init__(self, api: SwarmApi, url: str, timeout: float | None) -> None:
-        self.api = api
-        self.url = url
-        self.timeout = timeout
-        self.response: engine.Response | None = None
-        self.multiplexed = True
-        self._lock = threading.Lock()
-        self._closed = False
-        self._sock: socket.socket | None = None
-
-    def open(self) -> None:
-        request = (
-            f"GET {self.url} HTTP/1.1\r\nHost: docker\r\nUser-Agent: nodus\r\n"
-            "Connection: close\r\n\r\n"
-        ).encode("latin-1")
-        try:
-            sock = self.api._socket(self.timeout)
-            with self._lock:
-                if self._closed:
-                    sock.close()
-                    raise ConnectionAbortedError("closed")
-                self._sock = sock
-            sock.sendall(request)
-            resp = engine.Response(sock, "GET")
-            if resp.status >= 400:
-                message = engine._error_message(resp.read())
-                self.close()
-                raise engine.EngineError(resp.status, message)
-        except TimeoutError:
-            self.close()
-            raise engine.EngineTimeout(f"GET {self.url}") from None
-        except OSError as exc:
-            self.close()
-            raise engine.EngineUnreachable(self.api.where, engine._reason(exc)) from None
-        self.response = resp
-        # Service logs come multiplexed (8-byte frame headers) unless the service has a
-        # TTY; Docker 20.10 sends no Content-Type to say which, newer engines do.
-        self.multiplexed = "raw-stream" not in (resp.getheader("Content-Type") or "")
-
-    def frames(self) -> Iterator[bytes]:
-        resp = self.response
-        assert resp is not None
-        if not self.multiplexed:  # a TTY service: the bytes as they come
-            while data := resp.read1():
-                yield data
-            return
-        while True:
-            header = resp.read(8)
-            if len(header) < 8:
-                return
-            size = int.from_bytes(header[4:8], "big")
-            payload = resp.read(size) if size else b""
-            yield payload
-            if len(payload) < size:
-                return
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            sock = self._sock
-            self._sock = None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            with contextlib.suppress(OSError):
-                sock.close()
+        return self.stream("/services/{0}/logs", service_id, params, None if follow else 15.0)
 
 
 def connect() -> SwarmApi:
     """The engine of ``DOCKER_HOST``, else of the current Docker context, else the socket."""
     host, tls_dir = _context_endpoint()
-    api = SwarmApi(host=host)
-    if tls_dir is not None and api._scheme in ("tcp", "https"):
-        api._ssl = _context_tls(tls_dir)
-    return api
+    return SwarmApi(host=host, tls=_context_tls(tls_dir) if tls_dir is not None else None)
 
 
 def _context_endpoint() -> tuple[str | None, str | None]:
@@ -375,21 +297,22 @@ def _context_endpoint() -> tuple[str | None, str | None]:
 
 
 def _context_tls(folder: str) -> Any:
-    import ssl
+    """The SDK's TLS settings from a context's folder: its CA, its client certificate."""
+    from docker.tls import TLSConfig
 
-    ca = os.path.join(folder, "ca.pem")
-    ctx = ssl.create_default_context(cafile=ca if os.path.exists(ca) else None)
-    cert, key = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
-    if os.path.exists(cert) and os.path.exists(key):
-        ctx.load_cert_chain(cert, key)
-    return ctx
+    ca, cert, key = (os.path.join(folder, f) for f in ("ca.pem", "cert.pem", "key.pem"))
+    return TLSConfig(
+        client_cert=(cert, key) if os.path.exists(cert) and os.path.exists(key) else None,
+        ca_cert=ca if os.path.exists(ca) else None,
+        verify=True,
+    )
 
 
 def manager_client() -> SwarmApi:
     """The engine, checked to be a Swarm manager (one cheap call: listing the nodes)."""
     api = connect()
     try:
-        api.nodes()
+        api._checked_nodes = api.nodes()
     except engine.EngineUnreachable as exc:
         raise exc.as_nodus_error() from None
     except engine.EngineTimeout as exc:
@@ -572,7 +495,7 @@ def _warn_problems(nodes: list[Node], report: Callable[[str], None]) -> None:
 def service_args(
     spec: ContainerSpec, node: Node, volume: str | None, job: bool = True
 ) -> dict[str, Any]:
-    """The body of ``POST /services/create``: the Swarm form of the container contract.
+    """The body of ``POST /services/create``, of the SDK's types: the container contract.
 
     A replicated job (one task, never restarted) pinned to the chosen node by id (with
     ``job=False``, the same one task as a one-replica service: see :func:`job_mode`); a GPU
@@ -581,59 +504,48 @@ def service_args(
     generic resources. CPU and memory are both reserved and limited; /dev/shm is inside
     the memory limit, as for a local container.
     """
+    from docker import types
+
     constraints = [f"node.id=={node.id}"]
     if spec.gpu_count:
         constraints.append(f"node.labels.{LABEL_GPU}=={node.labels.get(LABEL_GPU, node.gpu)}")
         if LABEL_GPU_MEMORY in node.labels:
             constraints.append(f"node.labels.{LABEL_GPU_MEMORY}=={node.labels[LABEL_GPU_MEMORY]}")
-    reservations: dict[str, Any] = {
-        "NanoCPUs": spec.nano_cpus,
-        "MemoryBytes": spec.memory_bytes,
-    }
-    if spec.gpu_count:
-        reservations["GenericResources"] = [
-            {"DiscreteResourceSpec": {"Kind": GPU_KIND, "Value": spec.gpu_count}}
-        ]
-    work: dict[str, Any] = {"Type": "tmpfs", "Target": WORK_DIR_IN_CONTAINER}
-    if volume is not None:
-        work = {
-            "Type": "volume",
-            "Source": volume,
-            "Target": WORK_DIR_IN_CONTAINER,
-            "VolumeOptions": {"Labels": {LABEL_RUN: spec.labels[LABEL_RUN]}},
-        }
-    env = dict(spec.env)
-    env["NODUS_WORK_DIR"] = WORK_DIR_IN_CONTAINER
-    container: dict[str, Any] = {
-        "Image": spec.image,
-        "Env": [f"{k}={v}" for k, v in env.items()],
-        "Labels": spec.labels,
-        "Mounts": [
-            # tmpfs is charged to the container's memory cgroup: inside the limit.
-            {"Type": "tmpfs", "Target": "/dev/shm", "TmpfsOptions": {"SizeBytes": spec.shm_bytes}},
-            work,
-        ],
-    }
-    if spec.command is not None:
-        # `Args` replaces the image's CMD and keeps its ENTRYPOINT, as `docker run IMAGE
-        # CMD...` does locally; `Command` would replace the entrypoint.
-        container["Args"] = list(spec.command)
+    work = (
+        types.Mount(WORK_DIR_IN_CONTAINER, None, type="tmpfs")
+        if volume is None
+        else types.Mount(WORK_DIR_IN_CONTAINER, volume, labels={LABEL_RUN: spec.labels[LABEL_RUN]})
+    )
+    container = types.ContainerSpec(
+        spec.image,
+        # `args` replaces the image's CMD and keeps its ENTRYPOINT, as `docker run IMAGE
+        # CMD...` does locally; `command` would replace the entrypoint.
+        args=list(spec.command) if spec.command is not None else None,
+        env={**spec.env, "NODUS_WORK_DIR": WORK_DIR_IN_CONTAINER},
+        labels=spec.labels,
+        # tmpfs is charged to the container's memory cgroup: inside the limit.
+        mounts=[types.Mount("/dev/shm", None, type="tmpfs", tmpfs_size=spec.shm_bytes), work],
+    )
+    resources = types.Resources(
+        cpu_limit=spec.nano_cpus,
+        mem_limit=spec.memory_bytes,
+        cpu_reservation=spec.nano_cpus,
+        mem_reservation=spec.memory_bytes,
+        generic_resources={GPU_KIND: spec.gpu_count} if spec.gpu_count else None,
+    )
     return {
         "Name": spec.name,
         "Labels": spec.labels,
-        "TaskTemplate": {
-            "ContainerSpec": container,
-            "Resources": {
-                "Limits": {"NanoCPUs": spec.nano_cpus, "MemoryBytes": spec.memory_bytes},
-                "Reservations": reservations,
-            },
-            "RestartPolicy": {"Condition": "none", "MaxAttempts": 0},
-            "Placement": {"Constraints": constraints},
-        },
+        "TaskTemplate": types.TaskTemplate(
+            container,
+            resources=resources,
+            restart_policy=types.RestartPolicy("none"),
+            placement=types.Placement(constraints=constraints),
+        ),
         "Mode": (
-            {"ReplicatedJob": {"MaxConcurrent": 1, "TotalCompletions": 1}}
+            types.ServiceMode("replicated-job", replicas=1, concurrency=1)
             if job
-            else {"Replicated": {"Replicas": 1}}
+            else types.ServiceMode("replicated", replicas=1)
         ),
     }
 
@@ -693,7 +605,7 @@ class LogFollower:
         self.partial = b""
         self.newest: int | None = None  # nanoseconds since the epoch
         self.recent: deque[tuple[int, bytes]] = deque()
-        self.stream: _LogStream | None = None
+        self.stream: Any = None  # the follow stream, once open
         self.thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -701,14 +613,14 @@ class LogFollower:
         self.thread.start()
 
     def _follow(self) -> None:
-        stream = self.api.log_stream(self.service_id, follow=True)
-        with self.lock:
-            if self.closed:
-                return
-            self.stream = stream
         try:
-            stream.open()
-            for frame in stream.frames():
+            stream = self.api.service_logs(self.service_id, follow=True)
+            with self.lock:
+                if self.closed:  # finished while the request was under way
+                    stream.close()
+                    return
+                self.stream = stream
+            for _, frame in stream:
                 with self.lock:
                     if self.closed:
                         return
@@ -739,12 +651,15 @@ class LogFollower:
     def finish(self, complete: bool = True) -> None:
         """Stop following; with ``complete``, show what the live stream had not shown."""
         with self.lock:
-            self.closed = True
+            self.closed = True  # from here the live thread shows nothing more
             stream = self.stream
-        if stream is not None:
-            stream.close()
-        if self.thread is not None:
-            self.thread.join(timeout=2)
+        if stream is not None:  # open: cut it, and the thread ends at once
+            with contextlib.suppress(Exception):
+                stream.close()
+            if self.thread is not None:
+                self.thread.join(timeout=2)
+        # Else the follow request is still unanswered: its thread closes the stream
+        # itself when the answer comes; nothing is left to wait for.
         if complete:
             since = None
             if self.newest is not None:
@@ -752,16 +667,16 @@ class LogFollower:
                 since = f"{start // 1_000_000_000}.{start % 1_000_000_000:09d}"
             shown = Counter(frame for _, frame in self.recent)
             try:
-                final = self.api.log_stream(self.service_id, follow=False, since=since)
-                final.open()
+                final = self.api.service_logs(self.service_id, follow=False, since=since)
                 try:
-                    for frame in final.frames():
+                    for _, frame in final:
                         if shown[frame] > 0:
                             shown[frame] -= 1
                         else:
                             self._take(frame)
                 finally:
-                    final.close()
+                    with contextlib.suppress(Exception):
+                        final.close()
             except Exception as exc:
                 self.emit(f"[nodus: the rest of the output is not available: {exc}]")
         if self.partial:

@@ -302,7 +302,11 @@ class _Normalizer:
     def __init__(self, lines: LineIndex | None) -> None:
         self.lines = lines
         self.problems: list[Problem] = []
-        self.table = gpus.table()
+
+    @property
+    def table(self) -> gpus.GpuTable:
+        """The GPU names, read (once per process) only when the workload names a GPU."""
+        return gpus.table()
 
     # -- reporting -----------------------------------------------------------------
 

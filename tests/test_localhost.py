@@ -1,16 +1,16 @@
 """This machine as an inventory, its configuration, and the pieces of a local run that need
-no engine: GPU discovery through the stand-in nvidia-smi, refusals, the container body,
-GPU hand-out, usage sampling and the engine client's HTTP handling."""
+no real engine: GPU discovery through the stand-in nvidia-smi, refusals, the container body,
+GPU hand-out, usage sampling, and the engine client against a scripted engine."""
 
 from __future__ import annotations
 
 import os
-import socket
-import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_engine import FakeEngine, chunked, frames, hang_up, ping, reply, stall
 
 from nodus_cli import config, engine, localhost, runner
 from nodus_cli.containers import GIB, LABEL_GPUS, engine_config, spec_for
@@ -280,71 +280,114 @@ def test_sampling_without_nvidia_smi_says_so(machine: pytest.MonkeyPatch, tmp_pa
     assert report.available is False and report.idle == [] and report.unsampled == ["GPU-x"]
 
 
-# -- the engine client ---------------------------------------------------------------------
+# -- the engine client, against a scripted engine on a unix socket ---------------------------
+
+API = r"/v1\.4\d"
 
 
-def _serve_once(answer: bytes) -> tuple[str, threading.Thread]:
-    """A one-shot HTTP server on a unix socket that sends ``answer`` to the first request."""
-    import tempfile
-
-    folder = tempfile.mkdtemp()
-    path = f"{folder}/engine.sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(path)
-    server.listen(1)
-
-    def serve() -> None:
-        conn, _ = server.accept()
-        data = b""
-        while b"\r\n\r\n" not in data:
-            data += conn.recv(65536)
-        conn.sendall(answer)
-        conn.close()
-        server.close()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    return f"unix://{path}", thread
+def test_the_engine_speaks_the_engines_api_version_capped_at_the_newest_checked() -> None:
+    with FakeEngine() as fake:
+        fake.route("GET", "/_ping", ping("1.45"))
+        fake.route("GET", r"/v1\.44/containers/json", reply(200, [{"Id": "c1"}]))
+        eng = engine.Engine(fake.host)
+        assert eng.ping() == "1.45"
+        assert eng.api == "1.44" and eng.api_at_least(engine.MIN_GPU_API)
+        assert eng.containers({"label": ["nodus.run"]}) == [{"Id": "c1"}]
+        _, path = fake.requests[-1]
+        assert path.startswith("/v1.44/containers/json?") and "all=1" in path
 
 
-def test_the_engine_client_reads_chunked_answers() -> None:
-    body = b'{"Id": "abc", "Warnings": []}'
-    chunked = (
-        b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n"
-        + f"{10:x}\r\n".encode()
-        + body[:10]
-        + b"\r\n"
-        + f"{len(body) - 10:x}\r\n".encode()
-        + body[10:]
-        + b"\r\n0\r\n\r\n"
-    )
-    host, thread = _serve_once(chunked)
-    assert engine.Engine(host).create("x", {"Image": "i"}) == "abc"
-    thread.join(5)
+def test_an_engine_too_old_for_gpu_device_requests_is_refused(
+    machine: pytest.MonkeyPatch,
+) -> None:
+    machine.setenv("NODUS_FAKE_GPUS", "l4x1")
+    prepared = runner.prepare(_workload('gpu = "L4"\n'))
+    with FakeEngine() as fake:
+        fake.route("GET", "/_ping", ping("1.39"))
+        machine.setenv("DOCKER_HOST", fake.host)
+        with pytest.raises(NodusError, match=r"speaks API 1\.39; GPU device requests need 1\.40"):
+            runner.connect_for(prepared)
 
 
-def test_the_engine_client_turns_error_answers_into_engine_errors() -> None:
-    answer = (
-        b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: 42\r\n\r\n"
-        b'{"message":"No such container: abcdef012"}'
-    )
-    host, thread = _serve_once(answer)
-    with pytest.raises(engine.EngineError) as caught:
-        engine.Engine(host).inspect("abcdef012")
-    assert caught.value.status == 404 and "No such container" in caught.value.message
-    thread.join(5)
+def test_error_answers_become_engine_errors_with_the_engines_message() -> None:
+    conflict = {"message": 'Conflict. The container name "/x" is already in use'}
+    with FakeEngine() as fake:
+        fake.route("POST", API + "/containers/create", reply(409, conflict))
+        fake.route("POST", API + "/containers/c/start", reply(500, {"message": "OCI runtime"}))
+        fake.route("POST", API + "/containers/c/kill", reply(409, {"message": "not running"}))
+        fake.route("DELETE", API + "/containers/gone", reply(404, {"message": "No such container"}))
+        eng = engine.Engine(fake.host)
+        with pytest.raises(engine.EngineError) as caught:
+            eng.create("x", {"Image": "i"})
+        assert caught.value.status == 409 and caught.value.message == conflict["message"]
+        with pytest.raises(engine.EngineError) as caught:
+            eng.start("c")
+        assert (caught.value.status, caught.value.message) == (500, "OCI runtime")
+        eng.kill("c")  # not running: fine
+        eng.remove("gone")  # gone already: fine
+        assert eng.image_present("nodus-test/missing:0") is False  # 404 from the fallback
 
 
-def test_the_engine_client_reads_a_multiplexed_log_stream() -> None:
-    frames = b"".join(
-        bytes([kind, 0, 0, 0]) + len(data).to_bytes(4, "big") + data
-        for kind, data in ((1, b"out\n"), (2, b"err\n"), (1, b"more"))
-    )
-    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.raw-stream\r\n\r\n" + frames
-    host, thread = _serve_once(answer)
-    assert list(engine.Engine(host).logs("c")) == [(1, b"out\n"), (2, b"err\n"), (1, b"more")]
-    thread.join(5)
+def test_a_log_stream_keeps_stdout_and_stderr_apart_across_chunks() -> None:
+    body = frames((1, b"out\n"), (2, b"err\n"), (1, b""), (1, b"more"))
+    parts = [body[:3], body[3:13], body[13:]]  # a frame header split across chunks
+    with FakeEngine() as fake:
+        fake.route(
+            "GET", API + "/containers/c/logs", chunked(parts, "application/vnd.docker.raw-stream")
+        )
+        assert list(engine.Engine(fake.host).logs("c")) == [
+            (1, b"out\n"),
+            (2, b"err\n"),
+            (1, b""),
+            (1, b"more"),
+        ]
+        _, path = fake.requests[-1]
+        assert "follow=1" in path and "stdout=1" in path and "stderr=1" in path
+
+
+@pytest.mark.parametrize("after_headers", [True, False])
+def test_a_wait_past_its_deadline_is_an_engine_timeout(after_headers: bool) -> None:
+    with FakeEngine() as fake:
+        fake.route("POST", API + "/containers/c/wait", stall(after_headers))
+        eng = engine.Engine(fake.host)
+        started = time.monotonic()
+        with pytest.raises(engine.EngineTimeout):
+            eng.wait("c", timeout=0.3)
+        assert time.monotonic() - started < 3
+
+
+def test_a_connection_dropped_mid_call_is_engine_unreachable() -> None:
+    with FakeEngine() as fake:
+        fake.route("POST", API + "/containers/c/wait", hang_up())
+        with pytest.raises(engine.EngineUnreachable) as caught:
+            engine.Engine(fake.host).wait("c")
+        assert caught.value.reason == "the engine closed the connection"
+        assert str(caught.value).startswith(f"cannot reach the Docker engine at {fake.host}")
+
+
+def test_a_stalled_pull_is_a_clear_error_within_its_bound(machine: pytest.MonkeyPatch) -> None:
+    progress = b'{"status":"Pulling from team/img","id":"2"}\r\n'
+    with FakeEngine() as fake:
+        fake.route("GET", API + "/images/.*/json", reply(404, {"message": "No such image"}))
+        fake.route("POST", API + "/images/create", chunked([progress], "application/json", True))
+        machine.setenv("NODUS_PULL_TIMEOUT", "0.5")
+        started = time.monotonic()
+        with pytest.raises(NodusError) as caught:
+            runner.ensure_image(engine.Engine(fake.host), "localhost:5000/team/img:2", False)
+        assert time.monotonic() - started < 5
+        assert "cannot get image localhost:5000/team/img:2" in caught.value.message
+        assert "made no progress pulling it for 0.5 s" in caught.value.message
+        _, path = next(r for r in fake.requests if "/images/create" in r[1])
+        assert "fromImage=localhost%3A5000%2Fteam%2Fimg" in path and "tag=2" in path
+
+
+def test_a_failed_pull_says_why(machine: pytest.MonkeyPatch) -> None:
+    events = [b'{"status":"Pulling"}', b'{"errorDetail":{"message":"denied"},"error":"denied"}']
+    with FakeEngine() as fake:
+        fake.route("GET", API + "/images/.*/json", reply(404, {"message": "No such image"}))
+        fake.route("POST", API + "/images/create", chunked(events, "application/json"))
+        with pytest.raises(NodusError, match="cannot get image private/img:1: denied"):
+            runner.ensure_image(engine.Engine(fake.host), "private/img:1", False)
 
 
 def test_an_unreachable_engine_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -361,22 +404,6 @@ def test_an_unsupported_docker_host_is_explained(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("DOCKER_HOST", "ssh://user@box")
     with pytest.raises(NodusError, match="unix socket or tcp"):
         engine.local()
-
-
-@pytest.mark.parametrize(
-    ("image", "expected"),
-    [
-        ("busybox", ("busybox", "latest")),
-        ("nodus-test/busybox:1", ("nodus-test/busybox", "1")),
-        ("localhost:5000/team/img", ("localhost:5000/team/img", "latest")),
-        ("localhost:5000/team/img:2", ("localhost:5000/team/img", "2")),
-        ("img@sha256:abc", ("img@sha256:abc", None)),
-    ],
-)
-def test_image_references_split_into_repository_and_tag(
-    image: str, expected: tuple[str, str | None]
-) -> None:
-    assert engine.split_image(image) == expected
 
 
 # -- the runner against a scripted engine (what a live engine cannot be made to do) ------

@@ -193,6 +193,18 @@ def test_a_cpu_only_stage_measured_without_gpus_counts_on_the_same_machine(
     assert lookup("prep", _offer("H100", 8, machine="elsewhere")) is None
 
 
+def test_the_fingerprint_ignores_money_and_place_but_not_what_runs() -> None:
+    w = _workload()
+    limits = _workload(
+        TWO_STAGES.replace("budget = 5.0", "budget = 99.0").replace(
+            "cpu = 4", 'cpu = 4\nlocation = "eu"\nmax_price_per_hour = 50.0'
+        )
+    )
+    assert records.fingerprint(limits) == records.fingerprint(w)
+    other_command = _workload(TWO_STAGES.replace("echo", "echo -n", 1))
+    assert records.fingerprint(other_command) != records.fingerprint(w)
+
+
 def test_the_fingerprint_ignores_the_name_and_survives_a_round_trip() -> None:
     w = _workload()
     renamed = _workload(TWO_STAGES.replace('name = "rec"', 'name = "other"'))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_engine import FakeEngine, chunked, frames, stall
 from swarm_support import (  # noqa: F401 - fixtures
     IMAGE,
     Cluster,
@@ -167,7 +168,7 @@ def test_service_args_pin_the_node_and_hold_the_gpu_model() -> None:
     assert body["Mode"] == {"ReplicatedJob": {"MaxConcurrent": 1, "TotalCompletions": 1}}
     container = task["ContainerSpec"]
     # The command replaces the image's CMD, never its ENTRYPOINT.
-    assert container["Args"] == ["python", "train.py"] and "Command" not in container
+    assert container["Args"] == ["python", "train.py"] and container.get("Command") is None
     assert "A=1" in container["Env"] and "NODUS_WORK_DIR=/nodus/work" in container["Env"]
     assert body["Labels"]["nodus.run"] == container["Labels"]["nodus.run"] == "r1"
     shm = next(m for m in container["Mounts"] if m["Target"] == "/dev/shm")
@@ -180,7 +181,8 @@ def test_service_args_cpu_stage_only_pins_the_node() -> None:
     task = body["TaskTemplate"]
     assert task["Placement"]["Constraints"] == ["node.id==n1"]
     assert "GenericResources" not in task["Resources"]["Reservations"]
-    assert "Args" not in task["ContainerSpec"]  # the image's own command
+    spec = task["ContainerSpec"]
+    assert spec.get("Args") is None and spec.get("Command") is None  # the image's own
     work = next(m for m in task["ContainerSpec"]["Mounts"] if m["Target"] == "/nodus/work")
     assert work["Type"] == "volume" and work["Source"] == "nodus-work-r1"
     assert work["VolumeOptions"]["Labels"] == {"nodus.run": "r1"}
@@ -317,6 +319,59 @@ def test_log_timestamps_parse_to_nanoseconds() -> None:
     assert swarm._nanoseconds(b"1970-01-01T00:00:02.000000001Z") == 2_000_000_001
     assert swarm._nanoseconds(b"1970-01-01T00:00:03Z") == 3_000_000_000
     assert swarm._nanoseconds(b"garbage") is None
+
+
+def _service_logs(live: list[bytes] | None, whole: list[bytes]) -> Any:
+    """Scripted service logs: ``live`` then silence when followed (``None``: not even the
+    headers), the ``whole`` log otherwise."""
+
+    def answer(h: Any) -> None:
+        follow = "follow=1" in h.path
+        if follow and live is None:
+            stall()(h)
+            return
+        body = frames(*((1, f) for f in ((live or []) if follow else whole)))
+        chunked([body], "application/vnd.docker.multiplexed-stream", then_stall=follow)(h)
+
+    return answer
+
+
+def test_the_follow_stream_is_cut_and_the_rest_read_from_the_log() -> None:
+    # Swarm's follow stream of service logs never ends, even once the job has: nodus
+    # cuts it from another thread, then reads the whole log and shows what it missed.
+    a, b, c = (f"2024-05-01T10:00:0{i}.000000001Z line{i}\n".encode() for i in (1, 2, 3))
+    shown: list[str] = []
+    with FakeEngine() as fake:
+        fake.route("GET", r"/v1\.4\d/services/s1/logs", _service_logs([a, b], [a, b, c]))
+        follower = swarm.LogFollower(swarm.SwarmApi(fake.host), "s1", shown.append)
+        follower.start()
+        deadline = time.monotonic() + 5
+        while len(shown) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert shown == ["line1", "line2"]  # live, while the stream stays open
+        started = time.monotonic()
+        follower.finish(complete=True)
+        assert time.monotonic() - started < 1.5  # cut at once, not left to time out
+        assert follower.thread is not None and not follower.thread.is_alive()
+    assert shown == ["line1", "line2", "line3"]
+    follows = [path for _, path in fake.requests if "follow=1" in path]
+    assert len(follows) == 1 and "timestamps=1" in follows[0]
+    (final,) = [path for _, path in fake.requests if "follow=0" in path]
+    assert "since=1714557600.000000001" in final  # OVERLAP (2 s) before line2
+
+
+def test_a_follow_stream_still_unanswered_does_not_hold_up_the_end() -> None:
+    line = b"2024-05-01T10:00:01.000000001Z only line\n"
+    shown: list[str] = []
+    with FakeEngine() as fake:
+        fake.route("GET", r"/v1\.4\d/services/s1/logs", _service_logs(None, [line]))
+        follower = swarm.LogFollower(swarm.SwarmApi(fake.host), "s1", shown.append)
+        follower.start()
+        time.sleep(0.2)  # the follow request is under way, its answer not begun
+        started = time.monotonic()
+        follower.finish(complete=True)
+        assert time.monotonic() - started < 1
+    assert shown == ["only line"]
 
 
 # -- nodes ---------------------------------------------------------------------------------

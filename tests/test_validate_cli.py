@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ from nodus_cli.commands.validate import annotation, human
 from nodus_cli.problems import Problem
 from nodus_cli.workload import Result
 
+FAKE_BIN = Path(__file__).resolve().parent / "fakes" / "bin"
 Nodus = Callable[..., subprocess.CompletedProcess[str]]
 Writer = Callable[..., Path]
 
@@ -314,6 +316,34 @@ def test_validate_imports_neither_docker_httpx_pydantic_nor_the_catalog(
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["validate"], ["plan"], ["plan", "--json"], ["plan", "--target", "local"]],
+)
+def test_help_validate_and_plan_never_import_the_docker_sdk(
+    tmp_workload: Writer, args: list[str]
+) -> None:
+    # The Docker SDK (and requests under it) is imported only to reach an engine.
+    path = tmp_workload(textwrap.dedent(GOOD))
+    argv = args if args == ["--help"] else [*args, str(path)]
+    code = textwrap.dedent(
+        f"""
+        import contextlib, io, sys
+        from nodus_cli.__main__ import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = main({argv!r})
+        print(code, sorted(m for m in sys.modules if m.split(".")[0] in ("docker", "requests")))
+        """
+    )
+    # --target local asks the stand-in nvidia-smi: a machine with the 8 H100s it needs.
+    path_var = f"{FAKE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path_var, "NODUS_FAKE_GPUS": "h100x8"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env
     )
     assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout + done.stderr
 

@@ -1,7 +1,8 @@
 """``nodus run`` and ``nodus rerun``: run a workload locally or on a Swarm cluster.
 
-The local path is kept lean (no rich, no Docker SDK): ``nodus run`` of a one-stage echo
-is measured against ``docker run --rm`` (benchmarks/run_overhead.py).
+The local path is kept lean (no rich; the Docker SDK only once the engine is reached):
+``nodus run`` of a one-stage echo is measured against ``docker run --rm``
+(benchmarks/run_overhead.py).
 """
 
 from __future__ import annotations
@@ -107,13 +108,13 @@ def _detach(
     store = records.open_store()
     assert store is not None
     if target == "local":
-        from nodus_cli import engine, runner
+        from nodus_cli import runner
 
         prepared = runner.prepare(workload, store.runtime_lookup(records.fingerprint(workload)))
         eng = runner.connect_for(prepared)
         runner.check_gpus_free(prepared, eng)
         for image in dict.fromkeys(s.image for s in workload.stages):
-            engine.ensure_image(eng, image, progress=not as_json)
+            runner.ensure_image(eng, image, progress=not as_json)
         price = prepared.price_per_hour
     else:
         price = 0.0
