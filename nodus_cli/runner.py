@@ -347,11 +347,11 @@ class LocalRunner:
                     code, status = self._run_container(cid, spec, stage, t0, since)
                 message = self._stop_reason
             except InfrastructureFailure as exc:
-                runtime = time.monotonic() - t0
-                self._attempt_t0 = None
-                stage_cost += runtime / 3600 * price
-                self.cost += runtime / 3600 * price
                 if attempts <= self.retries:
+                    runtime = time.monotonic() - t0
+                    self._attempt_t0 = None
+                    stage_cost += runtime / 3600 * price
+                    self.cost += runtime / 3600 * price
                     count = stage.requirements.gpu_count
                     same = f"the same {count}× {offer.gpu} GPU(s)" if count else "no GPU"
                     self._say(
@@ -363,23 +363,6 @@ class LocalRunner:
                 code = exc.exit_code if exc.exit_code else 1
                 status, message = "failed", str(exc)
                 self._say(f"stage {stage.name}: {exc}")
-                self._save(
-                    idx,
-                    StageRecord(
-                        stage.name,
-                        status,
-                        code,
-                        started_at=started,
-                        ended_at=now_iso(),
-                        runtime_seconds=runtime,
-                        cost=stage_cost,
-                        config=offer.as_json(),
-                        gpu_uuids=list(uuids),
-                        attempts=attempts,
-                        message=message,
-                    ),
-                )
-                return code, status
             runtime = time.monotonic() - t0
             self._attempt_t0 = None
             stage_cost += runtime / 3600 * price
