@@ -12,7 +12,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,3 +50,48 @@ def interleaved_medians(
         for name, cmd in commands.items():
             samples[name].append(wall(cmd, env))
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def installed_env(tmp: Path) -> dict[str, str]:
+    """An environment that measures nodus as installed, with its own state folder.
+
+    pip byte-compiles a package, so an installed nodus does not compile its modules on each
+    start; PYTHONDONTWRITEBYTECODE (set on these machines) would make it, so the compiled
+    files go to a temporary folder instead of the source tree.
+    """
+    env = {**os.environ, "NODUS_HOME": str(tmp / "home"), "NO_COLOR": "1"}
+    env["NODUS_CONFIG"] = str(tmp / "config.toml")  # price 0, no user settings
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    return env
+
+
+def alternate(
+    rounds: int, measure_a: Callable[[], float], measure_b: Callable[[], float]
+) -> tuple[list[float], list[float]]:
+    """Time two things ``rounds`` times each, alternating which goes first."""
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(rounds):
+        if i % 2 == 0:
+            a.append(measure_a())
+            b.append(measure_b())
+        else:
+            b.append(measure_b())
+            a.append(measure_a())
+    return a, b
+
+
+def report_ratio(
+    label: str, times: list[float], base_label: str, base_times: list[float], goal: float
+) -> float:
+    """Print both medians, every sample, and the ratio against the goal; return the ratio."""
+    median, base = statistics.median(times), statistics.median(base_times)
+    width = max(len(label), len(base_label)) + 2
+    for name, values, value in ((label, times, median), (base_label, base_times, base)):
+        print(f"  {name:<{width}} median {value * 1e3:6.0f} ms")
+        print(f"    runs (ms): {' '.join(f'{v * 1e3:.0f}' for v in values)}")
+    ratio = median / base
+    verdict = "meets" if ratio < goal else "misses"
+    print(f"ratio: {ratio:.2f}x {base_label} ({verdict} the goal of under {goal:g}x)")
+    return ratio

@@ -16,13 +16,13 @@ Run: python benchmarks/run_overhead.py [--rounds 7] [--max-ratio 1.3]
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _timing import alternate, installed_env, nodus_command, report_ratio
 
 IMAGE = "nodus-test/busybox:1"
 GOAL = 1.3
@@ -31,12 +31,6 @@ name = "run-overhead"
 image = "{IMAGE}"
 command = ["echo", "hi"]
 """
-
-
-def nodus_command() -> list[str]:
-    """The installed ``nodus`` script next to this interpreter, else ``python -m nodus_cli``."""
-    script = Path(sys.executable).with_name("nodus")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "nodus_cli"]
 
 
 def time_nodus(file: Path, env: dict[str, str]) -> float:
@@ -79,38 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="nodus-bench-") as tmp:
         file = Path(tmp) / "echo.toml"
         file.write_text(WORKLOAD, "utf-8")
-        env = {**os.environ, "NODUS_HOME": str(Path(tmp) / "home"), "NO_COLOR": "1"}
-        env["NODUS_CONFIG"] = str(Path(tmp) / "config.toml")  # price 0, no user settings
-        # Measure nodus as installed: pip byte-compiles a package, so a run does not
-        # compile its modules from source each time (PYTHONDONTWRITEBYTECODE would make
-        # it; the compiled files go to a temporary folder, not the source tree).
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        env = installed_env(Path(tmp))
         print(f"one-stage echo, CPU only; {opts.rounds} interleaved rounds")
         time_nodus(file, env)  # warm-up: byte-code, page cache
         time_docker(env)
-        nodus_times: list[float] = []
-        docker_times: list[float] = []
-        for i in range(opts.rounds):
-            if i % 2 == 0:
-                nodus_times.append(time_nodus(file, env))
-                docker_times.append(time_docker(env))
-            else:
-                docker_times.append(time_docker(env))
-                nodus_times.append(time_nodus(file, env))
-    nodus_median = statistics.median(nodus_times)
-    docker_median = statistics.median(docker_times)
-    ratio = nodus_median / docker_median
-
-    def show(values: list[float]) -> str:
-        return " ".join(f"{v * 1e3:.0f}" for v in values)
-
-    print(f"  nodus run FILE          median {nodus_median * 1e3:6.0f} ms")
-    print(f"    runs (ms): {show(nodus_times)}")
-    print(f"  docker run --rm         median {docker_median * 1e3:6.0f} ms")
-    print(f"    runs (ms): {show(docker_times)}")
-    verdict = "meets" if ratio < GOAL else "misses"
-    print(f"ratio: {ratio:.2f}x docker run --rm ({verdict} the goal of under {GOAL:g}x)")
+        nodus_times, docker_times = alternate(
+            opts.rounds, lambda: time_nodus(file, env), lambda: time_docker(env)
+        )
+    ratio = report_ratio("nodus run FILE", nodus_times, "docker run --rm", docker_times, GOAL)
     if opts.max_ratio is not None and ratio > opts.max_ratio:
         return 1
     return 0

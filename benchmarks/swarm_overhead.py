@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from _timing import alternate, installed_env, report_ratio
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE_SH = REPO / "tests" / "harness" / "engine.sh"
@@ -151,41 +151,24 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="nodus-bench-") as tmp:
             file = Path(tmp) / "echo.toml"
             file.write_text(WORKLOAD, "utf-8")
-            env = {**os.environ, "NODUS_HOME": str(Path(tmp) / "home"), "NO_COLOR": "1"}
-            # Measure nodus as installed: pip byte-compiles a package, so a run does not
-            # compile its modules from source each time (PYTHONDONTWRITEBYTECODE would make
-            # it; the compiled files go to a temporary folder, not the source tree).
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+            env = installed_env(Path(tmp))
             host, node_id = chosen_node(file, env)
             print(f"one-stage echo job on node {host}; {opts.rounds} interleaved rounds")
             time_nodus(file, env)  # warm-up: page cache, image on the node
             time_baseline(node_id)
-            nodus_times: list[float] = []
-            base_times: list[float] = []
-            for i in range(opts.rounds):
-                if i % 2 == 0:
-                    nodus_times.append(time_nodus(file, env))
-                    base_times.append(time_baseline(node_id))
-                else:
-                    base_times.append(time_baseline(node_id))
-                    nodus_times.append(time_nodus(file, env))
+            nodus_times, base_times = alternate(
+                opts.rounds, lambda: time_nodus(file, env), lambda: time_baseline(node_id)
+            )
     finally:
         if opts.harness:
             subprocess.run(["bash", str(ENGINE_SH), "swarm-down"], check=False)
-    nodus_median = statistics.median(nodus_times)
-    base_median = statistics.median(base_times)
-    ratio = nodus_median / base_median
-
-    def show(values: list[float]) -> str:
-        return " ".join(f"{v * 1e3:.0f}" for v in values)
-
-    print(f"  nodus run --target swarm          median {nodus_median * 1e3:6.0f} ms")
-    print(f"    runs (ms): {show(nodus_times)}")
-    print(f"  docker service create (job wait)  median {base_median * 1e3:6.0f} ms")
-    print(f"    runs (ms): {show(base_times)}")
-    verdict = "meets" if ratio < GOAL else "misses"
-    print(f"ratio: {ratio:.2f}x the bare Docker CLI ({verdict} the goal of under {GOAL:g}x)")
+    ratio = report_ratio(
+        "nodus run --target swarm",
+        nodus_times,
+        "docker service create (job wait)",
+        base_times,
+        GOAL,
+    )
     if opts.max_ratio is not None and ratio > opts.max_ratio:
         return 1
     return 0
