@@ -248,7 +248,7 @@ class LocalRunner:
         self._log = store.log_path(record.id).open("a", encoding="utf-8")
 
     def execute(self) -> Outcome:
-        previous = _install_signal_handlers()
+        previous = install_signal_handlers()
         try:
             try:
                 outcome = self._run_stages()
@@ -279,7 +279,7 @@ class LocalRunner:
             self._finish(outcome)
             return outcome
         finally:
-            _restore_signal_handlers(previous)
+            restore_signal_handlers(previous)
             self._log.close()
 
     def _finish(self, outcome: Outcome) -> None:
@@ -704,7 +704,7 @@ def _remember(signum: int, frame: object) -> None:
     _deferred.append(signum)
 
 
-def _install_signal_handlers() -> dict[int, Any]:
+def install_signal_handlers() -> dict[int, Any]:
     previous: dict[int, Any] = {}
     if threading.current_thread() is not threading.main_thread():
         return previous
@@ -721,7 +721,7 @@ def _defer_signals() -> None:
         signal.signal(sig, _remember)
 
 
-def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+def restore_signal_handlers(previous: dict[int, Any]) -> None:
     for sig, handler in previous.items():
         signal.signal(sig, handler)
 

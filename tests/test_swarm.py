@@ -29,6 +29,8 @@ from swarm_support import (  # noqa: F401 - fixtures
 
 from nodus_cli import swarm
 from nodus_cli.containers import spec_for
+from nodus_cli.swarm import logs as swarm_logs
+from nodus_cli.swarm import nodes as swarm_nodes
 from nodus_cli.workload import Requirements, Stage
 
 SPEC_NODE_KEYS = {
@@ -195,7 +197,7 @@ def test_node_without_generic_resources_offers_no_gpu() -> None:
         "Spec": {"Labels": {"nodus.gpu": "H100"}, "Role": "worker", "Availability": "active"},
         "Status": {"State": "ready"},
     }
-    node = swarm._node(raw, (0, 0.0, 0.0), None)
+    node = swarm_nodes._node(raw, (0, 0.0, 0.0), None)
     assert node.gpus == 0 and node.as_offer().gpu is None
     assert any("no NVIDIA-GPU generic resources" in p for p in node.problems)
 
@@ -315,10 +317,10 @@ def test_job_mode_follows_the_engine_version(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_log_timestamps_parse_to_nanoseconds() -> None:
-    assert swarm._nanoseconds(b"1970-01-01T00:00:01.5Z") == 1_500_000_000
-    assert swarm._nanoseconds(b"1970-01-01T00:00:02.000000001Z") == 2_000_000_001
-    assert swarm._nanoseconds(b"1970-01-01T00:00:03Z") == 3_000_000_000
-    assert swarm._nanoseconds(b"garbage") is None
+    assert swarm_logs._nanoseconds(b"1970-01-01T00:00:01.5Z") == 1_500_000_000
+    assert swarm_logs._nanoseconds(b"1970-01-01T00:00:02.000000001Z") == 2_000_000_001
+    assert swarm_logs._nanoseconds(b"1970-01-01T00:00:03Z") == 3_000_000_000
+    assert swarm_logs._nanoseconds(b"garbage") is None
 
 
 def _service_logs(live: list[bytes] | None, whole: list[bytes]) -> Any:

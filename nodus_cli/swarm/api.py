@@ -1,0 +1,222 @@
+"""The Swarm manager as nodus talks to it: vocabulary, connection and calls.
+
+The engine is the one ``DOCKER_HOST`` names, else the current Docker context's (read
+from the Docker CLI's files by :func:`connect`), else the local socket; it must be a
+Swarm manager. :class:`SwarmApi` talks to it through the Docker SDK's low-level client,
+with the errors of :mod:`nodus_cli.engine`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any
+
+from nodus_cli import engine
+from nodus_cli.problems import NodusError
+
+GPU_KIND = "NVIDIA-GPU"
+LABEL_GPU = "nodus.gpu"
+LABEL_GPU_MEMORY = "nodus.gpu_memory_gb"
+LABEL_PRICE = "nodus.price_per_hour"
+LABEL_MACHINE = "nodus.machine_id"
+LABEL_REGION = "nodus.region"
+TERMINAL = ("complete", "failed", "rejected", "shutdown", "orphaned", "remove")
+#: Task states that hold the resources the task reserves on its node.
+HOLDING = ("assigned", "accepted", "preparing", "ready", "starting", "running")
+#: Task states from which the container may have printed something.
+STARTED = ("starting", "running", "complete", "failed")
+#: Terminal states that are the infrastructure's doing, not the workload's: worth a retry.
+INFRA_STATES = ("rejected", "orphaned", "shutdown", "remove")
+
+
+# -- the cluster ----------------------------------------------------------------------
+
+
+class SwarmApi(engine.Engine):
+    """The Swarm calls of the target, on the SDK's client, with nodus's errors."""
+
+    _node_id: str | None = None
+    #: The manager check's node list, for the first listing after it: one call, not two.
+    _checked_nodes: list[dict[str, Any]] | None = None
+
+    @property
+    def node_id(self) -> str:
+        """The Swarm node id of the engine nodus talks to."""
+        if self._node_id is None:
+            self._node_id = str((self.info().get("Swarm") or {}).get("NodeID") or "")
+        return self._node_id
+
+    def info(self) -> dict[str, Any]:
+        doc: dict[str, Any] = self.call(self.client.info)
+        return doc
+
+    def nodes(self) -> list[dict[str, Any]]:
+        found, self._checked_nodes = self._checked_nodes, None
+        if found is None:
+            found = self.call(self.client.nodes)
+        return found
+
+    def node(self, node_id: str) -> dict[str, Any]:
+        doc: dict[str, Any] = self.call(self.client.inspect_node, node_id)
+        return doc
+
+    def update_node(self, node_id: str, version: int, spec: dict[str, Any]) -> None:
+        self.call(self.client.update_node, node_id, version, spec)
+
+    def tasks(self, filters: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.call(self.client.tasks, filters=filters)
+        return found
+
+    def services(self, filters: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.call(self.client.services, filters=filters)
+        return found
+
+    def create_service(self, body: dict[str, Any]) -> str:
+        """Create the service :func:`service_args` describes; its id."""
+        doc = self.call(
+            self.client.create_service,
+            body["TaskTemplate"],
+            name=body["Name"],
+            labels=body["Labels"],
+            mode=body["Mode"],
+        )
+        return str(doc["ID"])
+
+    def remove_service(self, service_id: str) -> None:
+        """Remove a service; one that is gone already is fine."""
+        self.tolerate((404,), self.client.remove_service, service_id)
+
+    def service(self, service_id: str) -> dict[str, Any]:
+        doc: dict[str, Any] = self.call(self.client.inspect_service, service_id)
+        return doc
+
+    def discard_service(self, service: dict[str, Any] | str) -> None:
+        """Stop a service's tasks and remove it; one that is gone already is fine.
+
+        A job is first updated to zero completions: that stops its running task and
+        drops its pending one, which removing it alone does not do before Docker 24
+        (its task would keep running, or start later).
+        """
+        from docker.types import ServiceMode
+
+        try:
+            doc = self.service(service) if isinstance(service, str) else service
+        except engine.EngineError as exc:
+            if exc.status == 404:
+                return
+            raise
+        spec = doc.get("Spec") or {}
+        job = (spec.get("Mode") or {}).get("ReplicatedJob")
+        if job is not None and job.get("TotalCompletions") != 0:
+            with contextlib.suppress(engine.EngineError):
+                self.call(
+                    self.client.update_service,
+                    doc["ID"],
+                    (doc.get("Version") or {}).get("Index", 0),
+                    task_template=spec.get("TaskTemplate"),
+                    name=spec.get("Name"),
+                    labels=spec.get("Labels"),
+                    mode=ServiceMode("replicated-job", replicas=0),
+                )
+        self.remove_service(doc["ID"])
+
+    def remove_volume(self, name: str) -> None:
+        self.call(self.client.remove_volume, name, force=True)
+
+    def service_logs(self, service_id: str, follow: bool, since: str | None = None) -> Any:
+        """A service's output, ``(stream, b"TIMESTAMP text")`` frames; ``close()`` cuts it.
+
+        Its tasks are never TTYs, so the output is multiplexed (stdout and stderr frames).
+        A finished job's log comes at once: a node that stops answering must not keep
+        nodus waiting long for the rest of it.
+        """
+        params = {"follow": int(follow), "stdout": 1, "stderr": 1, "timestamps": 1, "tail": "all"}
+        if since is not None:
+            params["since"] = since
+        return self.stream("/services/{0}/logs", service_id, params, None if follow else 15.0)
+
+
+def connect() -> SwarmApi:
+    """The engine of ``DOCKER_HOST``, else of the current Docker context, else the socket."""
+    host, tls_dir = _context_endpoint()
+    return SwarmApi(host=host, tls=_context_tls(tls_dir) if tls_dir is not None else None)
+
+
+def _context_endpoint() -> tuple[str | None, str | None]:
+    """(host, TLS folder) of the current Docker context, when DOCKER_HOST does not say.
+
+    Read from the Docker CLI's own files (``docker context use`` writes them): the
+    context named by ``DOCKER_CONTEXT`` or by ``currentContext`` in config.json.
+    """
+    if os.environ.get("DOCKER_HOST"):
+        return None, None
+    config_dir = os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
+    name = os.environ.get("DOCKER_CONTEXT")
+    if not name:
+        try:
+            with open(os.path.join(config_dir, "config.json"), encoding="utf-8") as handle:
+                name = (json.load(handle) or {}).get("currentContext")
+        except (OSError, ValueError, AttributeError):
+            name = None
+    if not name or name == "default":
+        return None, None
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    meta = os.path.join(config_dir, "contexts", "meta", digest, "meta.json")
+    try:
+        with open(meta, encoding="utf-8") as handle:
+            endpoint = json.load(handle)["Endpoints"]["docker"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise NodusError(
+            f"the current Docker context {name!r} cannot be read ({meta})",
+            hint="`docker context ls` lists the contexts; or set DOCKER_HOST",
+        ) from None
+    tls_dir = os.path.join(config_dir, "contexts", "tls", digest, "docker")
+    host = endpoint.get("Host")
+    if not host:
+        return None, None
+    return str(host), tls_dir if os.path.isdir(tls_dir) else None
+
+
+def _context_tls(folder: str) -> Any:
+    """The SDK's TLS settings from a context's folder: its CA, its client certificate."""
+    from docker.tls import TLSConfig
+
+    ca, cert, key = (os.path.join(folder, f) for f in ("ca.pem", "cert.pem", "key.pem"))
+    return TLSConfig(
+        client_cert=(cert, key) if os.path.exists(cert) and os.path.exists(key) else None,
+        ca_cert=ca if os.path.exists(ca) else None,
+        verify=True,
+    )
+
+
+def manager_client() -> SwarmApi:
+    """The engine, checked to be a Swarm manager (one cheap call: listing the nodes)."""
+    api = connect()
+    try:
+        api._checked_nodes = api.nodes()
+    except engine.EngineUnreachable as exc:
+        raise exc.as_nodus_error() from None
+    except engine.EngineTimeout as exc:
+        raise NodusError(f"the Docker engine at {api.where} does not answer: {exc}") from None
+    except engine.EngineError as exc:
+        if exc.status != 503:
+            raise NodusError(f"the Docker engine at {api.where}: {exc.message}") from None
+        if "worker" in exc.message.lower():
+            raise NodusError(
+                f"the Docker engine at {api.where} is a Swarm worker; nodus needs a manager "
+                "to see the nodes",
+                exit_code=2,
+                hint="point DOCKER_HOST (or the Docker context) at a manager node",
+            ) from None
+        raise NodusError(
+            f"the Docker engine at {api.where} is not part of a Swarm cluster",
+            exit_code=2,
+            hint="point DOCKER_HOST (or the Docker context) at a Swarm manager, or create a "
+            "cluster with `docker swarm init`, then prepare GPU nodes with "
+            "`nodus swarm init-node`",
+        ) from None
+    return api

@@ -1,0 +1,139 @@
+"""A job's output: streamed live while it runs, completed from the log once it ends."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from nodus_cli.swarm.api import SwarmApi
+
+
+class LogFollower:
+    """A job's output, streamed while it runs and completed from the log once it ends.
+
+    Swarm's ``follow`` stream never ends, not even when the job completes or the service
+    is removed, so it cannot say when the output is complete. The follower streams
+    frames live in a thread; ``finish`` (once the task is terminal, so its log is
+    complete) closes that stream, reads the log again from a little before the newest
+    frame shown, and shows what the live stream had not delivered: none lost, none shown
+    twice. The two reads need not agree on the order of stdout and stderr lines written
+    within a few milliseconds of each other, so the frames are matched by content
+    (each carries its nanosecond timestamp), not by position.
+    """
+
+    #: Seconds before the newest frame shown live from which the final read starts.
+    OVERLAP = 2.0
+
+    def __init__(self, api: SwarmApi, service_id: str, emit: Callable[[str], None]) -> None:
+        self.api = api
+        self.service_id = service_id
+        self.emit = emit
+        self.lock = threading.Lock()
+        self.closed = False
+        self.partial = b""
+        self.newest: int | None = None  # nanoseconds since the epoch
+        self.recent: deque[tuple[int, bytes]] = deque()
+        self.stream: Any = None  # the follow stream, once open
+        self.thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self._follow, daemon=True, name="nodus-logs")
+        self.thread.start()
+
+    def _follow(self) -> None:
+        try:
+            stream = self.api.service_logs(self.service_id, follow=True)
+            with self.lock:
+                if self.closed:  # finished while the request was under way
+                    stream.close()
+                    return
+                self.stream = stream
+            for _, frame in stream:
+                with self.lock:
+                    if self.closed:
+                        return
+                    self._remember(frame)
+                    self._take(frame)
+        except Exception:  # closed under it, or refused: finish() completes the output
+            return
+
+    def _remember(self, frame: bytes) -> None:
+        stamp = _nanoseconds(frame.partition(b" ")[0])
+        if stamp is None:
+            return
+        if self.newest is None or stamp > self.newest:
+            self.newest = stamp
+        self.recent.append((stamp, frame))
+        horizon = self.newest - int(self.OVERLAP * 1e9)
+        while self.recent and self.recent[0][0] < horizon:
+            self.recent.popleft()
+
+    def _take(self, frame: bytes) -> None:
+        # "2024-05-01T10:00:00.123456789Z text": drop the timestamp, keep partial lines.
+        _stamp, sep, text = frame.partition(b" ")
+        self.partial += text if sep else frame
+        *lines, self.partial = self.partial.split(b"\n")
+        for line in lines:
+            self.emit(line.decode("utf-8", "replace"))
+
+    def finish(self, complete: bool = True) -> None:
+        """Stop following; with ``complete``, show what the live stream had not shown."""
+        with self.lock:
+            self.closed = True  # from here the live thread shows nothing more
+            stream = self.stream
+        if stream is not None:  # open: cut it, and the thread ends at once
+            with contextlib.suppress(Exception):
+                stream.close()
+            if self.thread is not None:
+                self.thread.join(timeout=2)
+        # Else the follow request is still unanswered: its thread closes the stream
+        # itself when the answer comes; nothing is left to wait for.
+        if complete:
+            since = None
+            if self.newest is not None:
+                start = self.newest - int(self.OVERLAP * 1e9)
+                since = f"{start // 1_000_000_000}.{start % 1_000_000_000:09d}"
+            shown = Counter(frame for _, frame in self.recent)
+            try:
+                final = self.api.service_logs(self.service_id, follow=False, since=since)
+                try:
+                    for _, frame in final:
+                        if shown[frame] > 0:
+                            shown[frame] -= 1
+                        else:
+                            self._take(frame)
+                finally:
+                    with contextlib.suppress(Exception):
+                        final.close()
+            except Exception as exc:
+                self.emit(f"[nodus: the rest of the output is not available: {exc}]")
+        if self.partial:
+            self.emit(self.partial.decode("utf-8", "replace"))
+            self.partial = b""
+
+
+def _nanoseconds(stamp: bytes) -> int | None:
+    """``2024-05-01T10:00:00.123456789Z`` (RFC 3339, UTC) in nanoseconds since the epoch."""
+    text = stamp.decode("ascii", "replace")
+    if not text.endswith("Z") or len(text) < 20:
+        return None
+    whole, _, fraction = text[:-1].partition(".")
+    seconds = _epoch_seconds(whole)
+    if seconds is None or not (fraction.isdigit() or fraction == ""):
+        return None
+    return seconds * 1_000_000_000 + int((fraction + "000000000")[:9])
+
+
+@lru_cache(maxsize=64)
+def _epoch_seconds(whole: str) -> int | None:
+    """``2024-05-01T10:00:00`` (UTC) in seconds since the epoch."""
+    from datetime import UTC, datetime
+
+    try:
+        return int(datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        return None
