@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from functools import cache
@@ -48,6 +49,7 @@ def fail(message: str, hint: str | None = None) -> None:
 # -- plain text: aligned columns and ANSI colour without rich's start-up cost ---------
 
 _RESET = "\x1b[0m"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _STYLES = {
     "bold": "\x1b[1m",
     "dim": "\x1b[2m",
@@ -92,17 +94,20 @@ class Writer:
         right: Sequence[int] = (),
         indent: str = "",
     ) -> None:
-        """Aligned columns; the ones in ``right`` are right-justified (numbers)."""
+        """Aligned columns; the ones in ``right`` are right-justified (numbers).
+
+        Cells may be painted: widths count the visible characters, not colour codes.
+        """
         widths = [len(h) for h in headers]
         for row in rows:
             for i, cell in enumerate(row):
-                widths[i] = max(widths[i], len(cell))
+                widths[i] = max(widths[i], _visible_len(cell))
 
         def fmt(cells: Sequence[str]) -> str:
-            out = [
-                c.rjust(widths[i]) if i in right else c.ljust(widths[i])
-                for i, c in enumerate(cells)
-            ]
+            out = []
+            for i, c in enumerate(cells):
+                pad = " " * (widths[i] - _visible_len(c))
+                out.append(pad + c if i in right else c + pad)
             return (indent + "  ".join(out)).rstrip()
 
         self.line(self.paint(fmt(headers), "dim"))
@@ -167,3 +172,7 @@ class PullDisplay:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
+
+
+def _visible_len(text: str) -> int:
+    return len(_ANSI.sub("", text)) if "\x1b" in text else len(text)

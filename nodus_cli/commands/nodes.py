@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nodus_cli import localhost
-from nodus_cli.output import console, emit_json, money
+from nodus_cli.output import Writer, console, emit_json, money
 from nodus_cli.problems import NodusError
 
 NOW_NOTE = (
@@ -34,34 +34,32 @@ def run(as_json: bool) -> int:
     if as_json:
         emit_json({"nodes": [n.as_json() for n in nodes], "note": NOW_NOTE})
         return 0
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(show_edge=False, box=None)
-    right = ("CPUs", "GPUs", "free", "$/h")
-    for col in ("node", "state", "role", "CPUs", "memory", "GPUs", "free", "GPU", "$/h"):
-        table.add_column(col, justify="right" if col in right else "left")
+    out = Writer()
+    rows = []
     for n in nodes:
         gpu = f"{n.gpu} {n.gpu_memory_gb:g} GB" if n.gpu and n.gpu_memory_gb else (n.gpu or "-")
-        table.add_row(
-            escape(n.key),
-            n.state if n.availability == "active" else f"{n.state} ({n.availability})",
-            n.role,
-            f"{n.cpus:g}",
-            f"{n.memory_gb:g} GB",
-            str(n.gpus),
-            str(n.free_gpus),
-            escape(gpu),
-            money(n.price_per_hour) if n.price_source != "not set" else "-",
+        rows.append(
+            [
+                n.key,
+                n.state if n.availability == "active" else f"{n.state} ({n.availability})",
+                n.role,
+                f"{n.cpus:g}",
+                f"{n.memory_gb:g} GB",
+                str(n.gpus),
+                str(n.free_gpus),
+                gpu,
+                money(n.price_per_hour) if n.price_source != "not set" else "-",
+            ]
         )
-    out = console()
-    out.print(table)
+    headers = ["node", "state", "role", "CPUs", "memory", "GPUs", "free", "GPU", "$/h"]
+    out.table(headers, rows, right=(3, 5, 6, 8))
     for n in nodes:
         for problem in n.problems:
-            out.print(f"[yellow]note:[/] node {escape(n.key)}: {escape(problem)}")
+            out.line(f"{out.paint('note:', 'yellow')} node {n.key}: {problem}")
         if n.price_source.startswith("catalog"):
-            out.print(f"[dim]node {escape(n.key)}: $/h is the {escape(n.price_source)}[/]")
-    out.print(f"[dim]{NOW_NOTE}[/]")
+            out.line(out.paint(f"node {n.key}: $/h is the {n.price_source}", "dim"))
+    out.line(out.paint(NOW_NOTE, "dim"))
+    out.flush()
     return 0
 
 

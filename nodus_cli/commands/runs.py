@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nodus_cli import records
-from nodus_cli.output import console, emit_json, money
+from nodus_cli.output import Writer, emit_json, money
 
 
 def list_runs(limit: int, as_json: bool) -> int:
@@ -21,47 +21,41 @@ def list_runs(limit: int, as_json: bool) -> int:
         ]
         emit_json({"runs": docs})
         return 0
-    from rich.markup import escape
-    from rich.table import Table
-
+    out = Writer()
     if not found:
-        console().print("no runs recorded yet (state in " + escape(str(store.root)) + ")")
+        out.line(f"no runs recorded yet (state in {store.root})")
+        out.flush()
         return 0
-    table = Table(show_edge=False, box=None)
-    # The id is what `nodus logs` and `nodus rerun` take: never cut it.
-    table.add_column("id", no_wrap=True, min_width=max(len(r.id) for r in found))
-    table.add_column("workload", overflow="fold", min_width=8)
-    targets = {r.target for r in found}
-    if targets != {"local"}:
-        table.add_column("target", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("exit", no_wrap=True, justify="right")
-    table.add_column("started (UTC)", no_wrap=True)
-    table.add_column("cost", no_wrap=True, justify="right")
-    table.add_column("stages", overflow="fold", min_width=12)
     colours = {
         "succeeded": "green",
         "failed": "red",
         "running": "cyan",
         "cancelled": "yellow",
-        "budget_exhausted": "magenta",
+        "budget_exhausted": "yellow",
     }
+    show_target = {r.target for r in found} != {"local"}
+    headers = ["id", "workload", *(["target"] if show_target else []), "status", "exit"]
+    headers += ["started (UTC)", "cost", "stages"]
+    rows = []
     for r in found:
         stages = " → ".join(f"{s.name}:{s.status}" for s in r.stages)
         if r.id in cluster:
             stages += f" (cluster: {cluster[r.id]})"
-        row = [r.id, escape(r.workload)]
-        if targets != {"local"}:
-            row.append(r.target)
-        row += [
-            f"[{colours.get(r.status, 'white')}]{r.status}[/]",
-            "" if r.exit_code is None else str(r.exit_code),
-            r.started_at[5:16].replace("T", " "),
-            money(r.cost),
-            escape(stages),
-        ]
-        table.add_row(*row)
-    console().print(table)
+        rows.append(
+            [
+                r.id,
+                r.workload,
+                *([r.target] if show_target else []),
+                out.paint(r.status, colours.get(r.status, "bold")),
+                "" if r.exit_code is None else str(r.exit_code),
+                r.started_at[:16].replace("T", " "),
+                money(r.cost),
+                stages,
+            ]
+        )
+    exit_column = headers.index("exit")
+    out.table(headers, rows, right=(exit_column, exit_column + 2))
+    out.flush()
     return 0
 
 
