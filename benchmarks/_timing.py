@@ -95,3 +95,13 @@ def report_ratio(
     verdict = "meets" if ratio < goal else "misses"
     print(f"ratio: {ratio:.2f}x {base_label} ({verdict} the goal of under {goal:g}x)")
     return ratio
+
+
+def timed(cmd: Sequence[str], env: dict[str, str], ok: Callable[[str], bool]) -> float:
+    """Seconds ``cmd`` took; stop the benchmark when it failed or printed the wrong thing."""
+    start = time.perf_counter()
+    done = subprocess.run(list(cmd), capture_output=True, text=True, env=env, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0 or not ok(done.stdout):
+        sys.exit(f"{cmd[0]} failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return elapsed

@@ -16,13 +16,11 @@ Run: python benchmarks/run_overhead.py [--rounds 7] [--max-ratio 1.3]
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _timing import alternate, installed_env, nodus_command, report_ratio
+from _timing import alternate, installed_env, nodus_command, report_ratio, timed
 
 IMAGE = "nodus-test/busybox:1"
 GOAL = 1.3
@@ -34,33 +32,12 @@ command = ["echo", "hi"]
 
 
 def time_nodus(file: Path, env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
-    done = subprocess.run(
-        [*nodus_command(), "run", str(file)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    elapsed = time.perf_counter() - t0
-    if done.returncode != 0 or "main | hi" not in done.stdout:
-        sys.exit(f"nodus run failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return elapsed
+    return timed([*nodus_command(), "run", str(file)], env, lambda out: "main | hi" in out)
 
 
 def time_docker(env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
-    done = subprocess.run(
-        ["docker", "run", "--rm", IMAGE, "echo", "hi"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    elapsed = time.perf_counter() - t0
-    if done.returncode != 0 or done.stdout.strip() != "hi":
-        sys.exit(f"docker run failed (exit {done.returncode}):\n{done.stderr}")
-    return elapsed
+    cmd = ["docker", "run", "--rm", IMAGE, "echo", "hi"]
+    return timed(cmd, env, lambda out: out.strip() == "hi")
 
 
 def main(argv: list[str] | None = None) -> int:

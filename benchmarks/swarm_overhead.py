@@ -28,7 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
-from _timing import alternate, installed_env, report_ratio
+from _timing import alternate, installed_env, report_ratio, timed
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE_SH = REPO / "tests" / "harness" / "engine.sh"
@@ -70,18 +70,8 @@ def chosen_node(file: Path, env: dict[str, str]) -> tuple[str, str]:
 
 
 def time_nodus(file: Path, env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "nodus_cli", "run", str(file), "--target", "swarm"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    elapsed = time.perf_counter() - t0
-    if done.returncode != 0 or "hello from swarm" not in done.stdout:
-        sys.exit(f"nodus run failed (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return elapsed
+    cmd = [sys.executable, "-m", "nodus_cli", "run", str(file), "--target", "swarm"]
+    return timed(cmd, env, lambda out: "hello from swarm" in out)
 
 
 def time_baseline(node_id: str) -> float:

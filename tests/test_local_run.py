@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the fixtures imported from docker_support are test parameters here
 """``nodus run`` on the local target, against a real dockerd (tests/harness/engine.sh up).
 
 The engine's stand-in NVIDIA hook makes GPU device requests work without a GPU; the
@@ -15,31 +16,17 @@ import time
 from typing import Any
 
 import pytest
-
-try:
-    from docker_support import (
-        CUDA_IMAGE,
-        IMAGE,
-        Nodus,
-        docker_client,
-        engine_clean,
-        fixture_gpus,
-        nodus_env,
-        read_until,
-        uuids_of,
-    )
-except ImportError:  # tests/ became a package
-    from tests.docker_support import (  # type: ignore[no-redef]  # noqa: F401
-        CUDA_IMAGE,
-        IMAGE,
-        Nodus,
-        docker_client,
-        engine_clean,
-        fixture_gpus,
-        nodus_env,
-        read_until,
-        uuids_of,
-    )
+from docker_support import (  # noqa: F401 - fixtures
+    CUDA_IMAGE,
+    IMAGE,
+    Nodus,
+    docker_client,
+    engine_clean,
+    fixture_gpus,
+    nodus_env,
+    read_until,
+    uuids_of,
+)
 
 pytestmark = pytest.mark.docker
 
