@@ -536,32 +536,9 @@ def _median(values: list[float]) -> float:
 
 def workload_from_json(doc: dict[str, Any]) -> Workload:
     """Rebuild a normalized workload saved with a run (for reruns and detached runs)."""
-    from nodus_cli.workload import Requirements, Stage, Workload
+    from nodus_cli.workload import from_json
 
-    def reqs(raw: dict[str, Any]) -> Requirements:
-        return Requirements(**{k: raw[k] for k in Requirements.__dataclass_fields__ if k in raw})
-
-    return Workload(
-        name=doc["name"],
-        image=doc.get("image"),
-        command=doc.get("command"),
-        env=dict(doc.get("env") or {}),
-        model=doc.get("model"),
-        budget=doc.get("budget"),
-        requirements=reqs(doc["requirements"]),
-        stages=[
-            Stage(
-                s["name"],
-                s["image"],
-                s.get("command"),
-                dict(s.get("env") or {}),
-                reqs(s["requirements"]),
-            )
-            for s in doc["stages"]
-        ],
-        optimization=doc.get("optimization", "automatic"),
-        declared_stages=len(doc["stages"]) != 1 or doc["stages"][0]["name"] != "main",
-    )
+    return from_json(doc)
 
 
 def open_store(create: bool = True) -> RunStore | None:

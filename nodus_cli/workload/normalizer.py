@@ -1,8 +1,9 @@
-"""The workload file model: every rule of SPEC section 2, from raw TOML to a normalized workload.
+"""The workload rules: raw TOML (or the Python API's arguments) to a normalized workload.
 
-Normalizing collects *all* problems of a file in one pass (a CI run should show every
-mistake at once) and never raises for bad input. The result is plain data that the
-planner and runners consume; ``--json`` prints it as SPEC 3.1 shows.
+Normalizing collects *all* problems of a document in one pass (a CI run should show every
+mistake at once) and never raises for bad input. The result is the plain data of
+:mod:`nodus_cli.workload.model`; the hints for what users of other tools write live in
+:mod:`nodus_cli.workload.hints`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import difflib
 import json
 import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -19,227 +20,68 @@ from typing import Any, Literal
 from nodus_cli import gpus
 from nodus_cli.problems import Problem, Severity
 from nodus_cli.tomlsource import Key, LineIndex, LoadFailure, display_key, parse, read_text
-
-ALLOWED_COUNTS = (1, 2, 4, 8)
-LEGACY_OPTIMIZATION = ("automatic", "lowest_cost", "lower_cost", "balanced", "faster", "fastest")
-ARCHES = ("x86_64", "arm64")
-
-#: Keys that may stand both at the top level (flat shortcut) and in [requirements].
-FLAT_SHORTCUTS = ("gpu", "gpu_count", "peak_memory_gb", "gpu_interconnect", "optimization")
-#: Keys that belong only in [requirements].
-NESTED_ONLY = ("cpu", "memory_gb", "disk_gb", "location", "max_price_per_hour", "arch")
-REQUIREMENT_KEYS = FLAT_SHORTCUTS + NESTED_ONLY
-TOP_LEVEL_ONLY = ("name", "image", "command", "env", "model", "budget", "stages")
-TOP_LEVEL_KEYS = TOP_LEVEL_ONLY + FLAT_SHORTCUTS + ("requirements",)
-STAGE_KEYS = ("name", "image", "command", "env", "requirements", *FLAT_SHORTCUTS)
-#: Requirements every stage takes from the workload.
-WHOLE_WORKLOAD = ("location", "max_price_per_hour", "arch")
-#: Requirements a stage never takes from the workload (a CPU-only step stays CPU-only).
-NOT_INHERITED = ("gpu", "gpu_count", "peak_memory_gb", "memory_gb")
-#: Keys of the workload that a stage cannot set.
-WORKLOAD_ONLY = ("model", "budget", "stages")
-
-#: Spellings from other tools: the nodus key, and what it means.
-FOREIGN_KEYS: dict[str, tuple[str, str]] = {
-    "gpu_type": ("gpu", "the GPU model is `gpu`"),
-    "gpu_model": ("gpu", "the GPU model is `gpu`"),
-    "gpu_name": ("gpu", "the GPU model is `gpu`"),
-    "num_gpus": ("gpu_count", "the number of GPUs on one machine is `gpu_count` (1, 2, 4 or 8)"),
-    "gpu_num": ("gpu_count", "the number of GPUs on one machine is `gpu_count` (1, 2, 4 or 8)"),
-    "n_gpus": ("gpu_count", "the number of GPUs on one machine is `gpu_count` (1, 2, 4 or 8)"),
-    "gpus": ("gpu_count", "nodus takes the model as `gpu` and the count as `gpu_count`"),
-    "accelerators": ("gpu", "nodus takes the model as `gpu` and the count as `gpu_count`"),
-    "accelerator": ("gpu", "nodus takes the model as `gpu` and the count as `gpu_count`"),
-    "gpu_memory_gb": ("peak_memory_gb", "GPU memory needed on each GPU is `peak_memory_gb`, in GB"),
-    "gpu_memory": ("peak_memory_gb", "GPU memory needed on each GPU is `peak_memory_gb`, in GB"),
-    "vram": ("peak_memory_gb", "GPU memory needed on each GPU is `peak_memory_gb`, in GB"),
-    "interconnect": ("gpu_interconnect", 'the only interconnect value is gpu_interconnect = "any"'),
-    "num_cpus": ("cpu", "CPUs are `cpu`"),
-    "cpus": ("cpu", "CPUs are `cpu`"),
-    "vcpus": ("cpu", "CPUs are `cpu`"),
-    "cpu_count": ("cpu", "CPUs are `cpu`"),
-    "memory_bytes": ("memory_gb", "host memory is `memory_gb`, in GB"),
-    "memory": ("memory_gb", "host memory is `memory_gb`, in GB"),
-    "mem": ("memory_gb", "host memory is `memory_gb`, in GB"),
-    "ram": ("memory_gb", "host memory is `memory_gb`, in GB"),
-    "disk": ("disk_gb", "disk is `disk_gb`, in GB"),
-    "disk_size": ("disk_gb", "disk is `disk_gb`, in GB"),
-    "storage": ("disk_gb", "disk is `disk_gb`, in GB"),
-    "region": ("location", "regions are chosen with `location`"),
-    "zone": ("location", "regions are chosen with `location`"),
-    "cloud": ("location", "nodus compares every supplier; narrow the choice with `location`"),
-    "provider": ("location", "nodus compares every supplier; narrow the choice with `location`"),
-    "supplier": ("location", "nodus compares every supplier; narrow the choice with `location`"),
-    "instance_type": ("gpu", "nodus chooses the machine; ask for resources (gpu, gpu_count, cpu)"),
-    "machine_type": ("gpu", "nodus chooses the machine; ask for resources (gpu, gpu_count, cpu)"),
-    "max_price": ("max_price_per_hour", "the price limit is `max_price_per_hour`, USD per hour"),
-    "price_limit": ("max_price_per_hour", "the price limit is `max_price_per_hour`, USD per hour"),
-    "max_cost": ("budget", "the spending limit for the whole run is `budget`, in USD"),
-    "architecture": ("arch", 'the CPU architecture is `arch` ("x86_64" or "arm64")'),
-    "platform": ("arch", 'the CPU architecture is `arch` ("x86_64" or "arm64")'),
-    "run": ("command", "what to run is `command`"),
-    "cmd": ("command", "what to run is `command`"),
-    "entrypoint": ("command", "what to run is `command`"),
-    "args": ("command", "what to run is `command`"),
-    "environment": ("env", "environment variables are the table `env`"),
-    "envs": ("env", "environment variables are the table `env`"),
-    "env_vars": ("env", "environment variables are the table `env`"),
-    "docker_image": ("image", "the container image is `image`"),
-    "container_image": ("image", "the container image is `image`"),
-    "steps": ("stages", "steps are written as [[stages]] tables"),
-    "jobs": ("stages", "steps are written as [[stages]] tables"),
-}
+from nodus_cli.workload.hints import (
+    FOREIGN_KEYS,
+    MAX_NAME,
+    MODEL_AND_COUNT,
+    foreign_fix,
+    machine_message,
+    unquote_fix,
+)
+from nodus_cli.workload.model import (
+    ALLOWED_COUNTS,
+    ARCHES,
+    FLAT_SHORTCUTS,
+    LEGACY_OPTIMIZATION,
+    NESTED_ONLY,
+    NOT_INHERITED,
+    REQUIREMENT_KEYS,
+    RESERVED_ENV,
+    STAGE_KEYS,
+    TOP_LEVEL_KEYS,
+    TOP_LEVEL_ONLY,
+    WHOLE_WORKLOAD,
+    WORKLOAD_ONLY,
+    Requirements,
+    Result,
+    Stage,
+    Workload,
+)
 
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WHITESPACE = re.compile(r"\s")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_MODEL_AND_COUNT = (
-    re.compile(r"^\s*(?P<name>[A-Za-z0-9 _.\-]+?)\s*[:x×*]\s*(?P<count>\d{1,3})\s*$", re.I),
-    re.compile(r"^\s*(?P<count>\d{1,3})\s*[x×*]?\s*(?P<name>[A-Za-z][A-Za-z0-9 _.\-]*?)\s*$", re.I),
-)
-_SIZE_SPEC = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,12})?)\s*(gib|gb|g|mib|mb|tib|tb)?\s*$", re.I)
-_MACHINE_LIKE = re.compile(
-    r"\d+xlarge|\.\d*x?large|standard|highgpu|megagpu|ultragpu|^[a-z]\d[a-z]*\.", re.I
-)
-#: Longer text is never a name, and regular expressions stay cheap on it.
-_MAX_NAME = 64
 _MAX_NUMBER = 2**63
 _GPU_EXAMPLE = 'gpu = "H100" (`nodus gpus` lists the models)'
-RESERVED_ENV = ("NODUS_WORK_DIR", "NODUS_RUN_ID", "NODUS_STAGE")
 
 _Where = Literal["top", "requirements", "stage", "stage_requirements"]
 
 
-@dataclass(frozen=True, slots=True)
-class Requirements:
-    gpu: str | None = None
-    gpu_count: int = 0
-    peak_memory_gb: float | None = None
-    gpu_interconnect: str = "any"
-    cpu: float = 1.0
-    memory_gb: float | None = None
-    disk_gb: float | None = None
-    location: str | None = None
-    max_price_per_hour: float | None = None
-    arch: str | None = None
-
-    @property
-    def wants_gpu(self) -> bool:
-        return self.gpu_count > 0
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu,
-            "gpu_count": self.gpu_count,
-            "peak_memory_gb": self.peak_memory_gb,
-            "gpu_interconnect": self.gpu_interconnect,
-            "cpu": self.cpu,
-            "memory_gb": self.memory_gb,
-            "disk_gb": self.disk_gb,
-            "location": self.location,
-            "max_price_per_hour": self.max_price_per_hour,
-            "arch": self.arch,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Stage:
-    name: str
-    image: str
-    command: list[str] | None
-    env: dict[str, str]
-    requirements: Requirements
-
-    def as_json(self, env: bool = True) -> dict[str, Any]:
-        doc: dict[str, Any] = {"name": self.name, "image": self.image, "command": self.command}
-        if env:
-            doc["env"] = dict(self.env)
-        doc["requirements"] = self.requirements.as_json()
-        return doc
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    name: str
-    image: str | None
-    command: list[str] | None
-    env: dict[str, str]
-    model: str | None
-    budget: float | None
-    requirements: Requirements
-    stages: list[Stage]
-    optimization: str = "automatic"
-    declared_stages: bool = False
-
-    def as_json(self, env: bool = True) -> dict[str, Any]:
-        """The normalized workload; ``env=False`` gives exactly the SPEC 3.1 shape.
-
-        ``nodus validate --json`` leaves ``env`` out: it is not in the SPEC shape, and
-        CI logs should not echo environment values (tokens end up there).
-        """
-        doc: dict[str, Any] = {"name": self.name, "image": self.image, "command": self.command}
-        if env:
-            doc["env"] = dict(self.env)
-        doc.update(
-            {
-                "model": self.model,
-                "budget": self.budget,
-                "optimization": self.optimization,
-                "requirements": self.requirements.as_json(),
-                "stages": [s.as_json(env=env) for s in self.stages],
-            }
-        )
-        return doc
-
-
-@dataclass(slots=True)
-class Result:
-    """What normalizing a file produced: a workload when there are no errors."""
-
-    path: str
-    workload: Workload | None
-    problems: list[Problem] = field(default_factory=list)
-
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == "error"]
-
-    @property
-    def warnings(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == "warning"]
-
-    @property
-    def valid(self) -> bool:
-        return self.workload is not None
-
-    def as_json(self) -> dict[str, Any]:
-        """One file entry of ``nodus validate --json`` (SPEC 3.1)."""
-        return {
-            "path": self.path,
-            "valid": self.valid,
-            "errors": [p.as_json() for p in self.errors],
-            "warnings": [p.as_json() for p in self.warnings],
-            "workload": self.workload.as_json(env=False) if self.workload else None,
-        }
-
-
 def load_file(path: Path, display: str | None = None) -> Result:
-    """Read, parse and normalize one workload file."""
+    """Read, parse and normalize one workload file; relative paths in it (``mounts``,
+    ``map.over``, ``output_dir``) are relative to the file's folder."""
     shown = display if display is not None else str(path)
     try:
         text = read_text(path)
     except LoadFailure as failure:
         return Result(shown, None, [failure.problem])
-    return load_text(text, shown, default_name=path.stem)
+    return load_text(text, shown, default_name=path.stem, base_dir=path.resolve().parent)
 
 
-def load_text(text: str, path: str = "<string>", default_name: str = "workload") -> Result:
+def load_text(
+    text: str,
+    path: str = "<string>",
+    default_name: str = "workload",
+    base_dir: Path | None = None,
+) -> Result:
     try:
         doc = parse(text)
     except LoadFailure as failure:
         return Result(path, None, [failure.problem])
-    return normalize(doc, path=path, default_name=default_name, lines=LineIndex(text))
+    return normalize(
+        doc, path=path, default_name=default_name, lines=LineIndex(text), base_dir=base_dir
+    )
 
 
 def normalize(
@@ -247,60 +89,31 @@ def normalize(
     path: str = "<workload>",
     default_name: str = "workload",
     lines: LineIndex | None = None,
+    *,
+    base_dir: Path | None = None,
+    mapping_wins: bool = False,
 ) -> Result:
-    normalizer = _Normalizer(lines)
+    """Check every rule of ``doc`` and build the normalized workload.
+
+    ``base_dir`` is the folder relative paths are resolved against (default: the working
+    directory). ``mapping_wins`` is the Python API's rule: a key of the ``requirements``
+    mapping wins over the matching flat shortcut, where a file must not set both.
+    """
+    normalizer = _Normalizer(lines, path, base_dir or Path.cwd(), mapping_wins)
     workload = normalizer.workload(doc, default_name)
     problems = sorted(normalizer.problems, key=lambda p: (p.line is None, p.line or 0))
     has_errors = any(p.severity == "error" for p in problems)
     return Result(path, None if has_errors else workload, problems)
 
 
-def to_toml(workload: Workload) -> str:
-    """A workload file that normalizes to this workload again (``to_toml`` is idempotent).
-
-    Stages are written with their effective requirements (after inheritance), so the
-    file states every stage completely; values that mean "not set" are left out.
-    """
-    import tomli_w
-
-    doc: dict[str, Any] = {"name": workload.name}
-    if workload.image is not None:
-        doc["image"] = workload.image
-    if workload.command is not None:
-        doc["command"] = list(workload.command)
-    if workload.model is not None:
-        doc["model"] = workload.model
-    if workload.budget is not None:
-        doc["budget"] = workload.budget
-    if workload.env:
-        doc["env"] = dict(workload.env)
-    doc["requirements"] = _requirements_table(workload.requirements)
-    if workload.declared_stages:
-        stages = []
-        for stage in workload.stages:
-            table: dict[str, Any] = {"name": stage.name, "image": stage.image}
-            if stage.command is not None:
-                table["command"] = list(stage.command)
-            if stage.env:
-                table["env"] = dict(stage.env)
-            table["requirements"] = _requirements_table(stage.requirements)
-            stages.append(table)
-        doc["stages"] = stages
-    return tomli_w.dumps(doc)
-
-
-def _requirements_table(reqs: Requirements) -> dict[str, Any]:
-    table = {k: v for k, v in reqs.as_json().items() if v is not None}
-    if not reqs.gpu_count:
-        table.pop("gpu_count", None)
-    if table.get("gpu_interconnect") == "any":
-        table.pop("gpu_interconnect")  # the only value, and the default
-    return table
-
-
 class _Normalizer:
-    def __init__(self, lines: LineIndex | None) -> None:
+    def __init__(
+        self, lines: LineIndex | None, path: str, base_dir: Path, mapping_wins: bool
+    ) -> None:
         self.lines = lines
+        self.path = path
+        self.base_dir = base_dir
+        self.mapping_wins = mapping_wins
         self.problems: list[Problem] = []
 
     @property
@@ -427,13 +240,13 @@ class _Normalizer:
             elif spelled in FOREIGN_KEYS:
                 target, why = FOREIGN_KEYS[spelled]
                 where_to = f" in {home}" if not nested and target in NESTED_ONLY else ""
-                fix = _foreign_fix(spelled, table[key])
+                fix = foreign_fix(spelled, table[key])
                 self.error(path, f"unknown key; did you mean `{target}`{where_to}? {why}{fix}")
             else:
                 pool = list(allowed) + ([] if nested else list(NESTED_ONLY))
                 close = (
                     difflib.get_close_matches(spelled, pool, n=1, cutoff=0.6)
-                    if len(key) <= _MAX_NAME
+                    if len(key) <= MAX_NAME
                     else []
                 )
                 hint = ""
@@ -456,6 +269,8 @@ class _Normalizer:
         values: dict[str, tuple[Any, Key]] = {}
         for name in FLAT_SHORTCUTS:
             in_flat, in_nested = name in flat, name in nested
+            if in_flat and in_nested and self.mapping_wins:
+                in_flat = False  # the API: the explicit mapping key wins
             if in_flat and in_nested:
                 where = "at the top level" if not prefix else "as a stage shortcut"
                 table = "[requirements]" if not prefix else "[stages.requirements]"
@@ -531,7 +346,7 @@ class _Normalizer:
                 key, 'is empty: write a model, e.g. gpu = "H100", or omit gpu to accept any model'
             )
             return None
-        if len(raw) > _MAX_NAME:
+        if len(raw) > MAX_NAME:
             self.error(key, f"is not a GPU model name: write a model, e.g. {_GPU_EXAMPLE}")
             return None
         family = self.table.lookup(raw)
@@ -541,7 +356,7 @@ class _Normalizer:
             self._variant_message(raw)
             or self._count_message(raw)
             or self._supplier_message(raw)
-            or _machine_message(raw)
+            or machine_message(raw)
             or self._unknown_gpu_message(raw)
         )
         self.error(key, message)
@@ -565,7 +380,7 @@ class _Normalizer:
 
     def _count_message(self, raw: str) -> str | None:
         """``"H100:8"``, ``"8x H100"``: a model and a count in one string."""
-        for pattern in _MODEL_AND_COUNT:
+        for pattern in MODEL_AND_COUNT:
             m = pattern.match(raw)
             if m is None:
                 continue
@@ -693,7 +508,7 @@ class _Normalizer:
             )
             return None
         location = raw.strip()
-        if len(location) > _MAX_NAME or not _known_location(location):
+        if len(location) > MAX_NAME or not _known_location(location):
             self.warn(
                 key,
                 f'"{_clip(location)}" matches no region or area nodus knows, so no catalog '
@@ -729,7 +544,7 @@ class _Normalizer:
             self.error(key, f"must be a number ({unit}), not {_toml(raw)}")
             return None
         if isinstance(raw, str):
-            self.error(key, f"must be a number ({unit}) without quotes{_unquote_fix(raw, key)}")
+            self.error(key, f"must be a number ({unit}) without quotes{unquote_fix(raw, key)}")
             return None
         if not isinstance(raw, int | float):
             self.error(key, f"must be a number ({unit}), e.g. {name} = 8")
@@ -951,62 +766,6 @@ class _Normalizer:
 
 
 @cache
-def _machines() -> dict[str, list[tuple[str, str | None, int, float]]]:
-    """Catalog machine IDs (lowercase) and the GPU configurations they come with."""
-    from nodus_cli import catalog  # deferred: validating good files never loads the catalog
-
-    found: dict[str, list[tuple[str, str | None, int, float]]] = {}
-    try:
-        offers = catalog.embedded().offers
-    except Exception:  # a broken installation must not break validation
-        return found
-    for offer in offers:
-        config = (offer.supplier, offer.gpu, offer.gpu_count, offer.gpu_memory_gb)
-        configs = found.setdefault(offer.machine_id.strip().lower(), [])
-        if config not in configs:
-            configs.append(config)
-    for configs in found.values():
-        configs.sort(key=lambda c: (c[0], c[1] or "", c[2], c[3]))
-    return found
-
-
-def _machine_message(raw: str) -> str | None:
-    """Machine IDs in a GPU field: say what the machine carries when the catalog knows it."""
-    configs = _machines().get(raw.strip().lower())
-    if configs:
-        supplier = configs[0][0]
-        with_gpus = [c for c in configs if c[1] and c[2]]
-        if not with_gpus:
-            return (
-                f'"{raw}" is a machine ID ({supplier}) without GPUs, not a GPU model: '
-                "omit gpu for a CPU-only workload"
-            )
-        if len(with_gpus) == 1:
-            _, gpu, count, memory = with_gpus[0]
-            fix = f'gpu = "{gpu}", gpu_count = {count}'
-            if memory:
-                fix += f", peak_memory_gb = {memory:g}"
-            return (
-                f'"{raw}" is a machine ID ({supplier}), not a GPU model; it carries '
-                f"{count}× {gpu}" + (f" ({memory:g} GB each)" if memory else "") + f": write {fix}"
-            )
-        shown = [f"{c}× {g} ({m:g} GB each)" for _, g, c, m in with_gpus[:4]]
-        more = ", ..." if len(with_gpus) > 4 else ""
-        _, gpu, count, _ = with_gpus[0]
-        return (
-            f'"{raw}" is a machine ID ({supplier}), not a GPU model; it comes with '
-            f"{', '.join(shown)}{more}: write the model and count you need, e.g. "
-            f'gpu = "{gpu}", gpu_count = {count}'
-        )
-    if _MACHINE_LIKE.search(raw):
-        return (
-            f'"{raw}" looks like a machine ID, not a GPU model: write the model it carries, '
-            'e.g. gpu = "A100", with gpu_count'
-        )
-    return None
-
-
-@cache
 def _known_location(location: str) -> bool:
     from nodus_cli import locations
 
@@ -1014,62 +773,6 @@ def _known_location(location: str) -> bool:
         return locations.is_known(location)
     except Exception:  # a broken installation must not break validation
         return True
-
-
-def _number_text(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if isinstance(value, int):
-        return str(value) if abs(value) < _MAX_NUMBER else None
-    return f"{value:g}" if math.isfinite(value) else None
-
-
-def _foreign_fix(key: str, value: Any) -> str:
-    """The concrete line to write instead, when the value says it."""
-    number = _number_text(value)
-    if key in ("accelerators", "accelerator", "gpus") and isinstance(value, str):
-        table = gpus.table()
-        for pattern in _MODEL_AND_COUNT:
-            m = pattern.match(value) if len(value) <= _MAX_NAME else None
-            if m:
-                family = table.lookup(m.group("name"))
-                name = family.name if family else m.group("name").strip()
-                return f' (here: gpu = "{name}", gpu_count = {int(m.group("count"))})'
-        family = table.lookup(value)
-        if family is not None:
-            return f' (here: gpu = "{family.name}")'
-        return ""
-    if key in ("gpu_type", "gpu_model", "gpu_name") and isinstance(value, str):
-        family = gpus.table().lookup(value)
-        if family is not None:
-            return f' (here: gpu = "{family.name}")'
-        return ""
-    if number is None:
-        return ""
-    if key in ("num_gpus", "gpus", "gpu_num", "n_gpus"):
-        return f" (here: gpu_count = {number})"
-    if key == "memory_bytes" and isinstance(value, int):
-        return f" (here: memory_gb = {value / 1024**3:g})"
-    if key in ("num_cpus", "cpus", "vcpus", "cpu_count"):
-        return f" (here: cpu = {number})"
-    if key in ("gpu_memory_gb", "gpu_memory", "vram"):
-        return f" (here: peak_memory_gb = {number})"
-    if key in ("max_price", "price_limit"):
-        return f" (here: max_price_per_hour = {number})"
-    return ""
-
-
-def _unquote_fix(raw: str, key: Key) -> str:
-    m = _SIZE_SPEC.match(raw) if len(raw) <= _MAX_NAME else None
-    if not m:
-        return ""
-    number = float(m.group(1))
-    unit = (m.group(2) or "").lower()
-    if unit in ("mib", "mb"):
-        number /= 1024
-    elif unit in ("tib", "tb"):
-        number *= 1024
-    return f": write {key[-1]} = {number:g}"
 
 
 def _toml(value: Any, quoted: bool = False) -> str:
@@ -1094,5 +797,5 @@ def _printable(text: str) -> str:
     return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
 
 
-def _clip(text: str, limit: int = _MAX_NAME) -> str:
+def _clip(text: str, limit: int = MAX_NAME) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,190 @@
+"""Hints for what users arriving from other tools write: the nodus key or value to use.
+
+Every message here names the concrete line to write instead when the value says it
+(``num_gpus = 4`` -> ``gpu_count = 4``), so a file from another tool is fixed by reading
+the errors once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import cache
+from typing import Any
+
+from nodus_cli import gpus
+from nodus_cli.tomlsource import Key
+
+#: Longer text is never a name, and regular expressions stay cheap on it.
+MAX_NAME = 64
+_MAX_NUMBER = 2**63
+MODEL_AND_COUNT = (
+    re.compile(r"^\s*(?P<name>[A-Za-z0-9 _.\-]+?)\s*[:x×*]\s*(?P<count>\d{1,3})\s*$", re.I),
+    re.compile(r"^\s*(?P<count>\d{1,3})\s*[x×*]?\s*(?P<name>[A-Za-z][A-Za-z0-9 _.\-]*?)\s*$", re.I),
+)
+_SIZE_SPEC = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,12})?)\s*(gib|gb|g|mib|mb|tib|tb)?\s*$", re.I)
+_MACHINE_LIKE = re.compile(
+    r"\d+xlarge|\.\d*x?large|standard|highgpu|megagpu|ultragpu|^[a-z]\d[a-z]*\.", re.I
+)
+
+FOREIGN_KEYS: dict[str, tuple[str, str]] = {
+    "gpu_type": ("gpu", "the GPU model is `gpu`"),
+    "gpu_model": ("gpu", "the GPU model is `gpu`"),
+    "gpu_name": ("gpu", "the GPU model is `gpu`"),
+    "num_gpus": ("gpu_count", "the number of GPUs on one machine is `gpu_count` (1, 2, 4 or 8)"),
+    "gpu_num": ("gpu_count", "the number of GPUs on one machine is `gpu_count` (1, 2, 4 or 8)"),
+    "n_gpus": ("gpu_count", "the number of GPUs on one machine is `gpu_count` (1, 2, 4 or 8)"),
+    "gpus": ("gpu_count", "nodus takes the model as `gpu` and the count as `gpu_count`"),
+    "accelerators": ("gpu", "nodus takes the model as `gpu` and the count as `gpu_count`"),
+    "accelerator": ("gpu", "nodus takes the model as `gpu` and the count as `gpu_count`"),
+    "gpu_memory_gb": ("peak_memory_gb", "GPU memory needed on each GPU is `peak_memory_gb`, in GB"),
+    "gpu_memory": ("peak_memory_gb", "GPU memory needed on each GPU is `peak_memory_gb`, in GB"),
+    "vram": ("peak_memory_gb", "GPU memory needed on each GPU is `peak_memory_gb`, in GB"),
+    "interconnect": ("gpu_interconnect", 'the only interconnect value is gpu_interconnect = "any"'),
+    "num_cpus": ("cpu", "CPUs are `cpu`"),
+    "cpus": ("cpu", "CPUs are `cpu`"),
+    "vcpus": ("cpu", "CPUs are `cpu`"),
+    "cpu_count": ("cpu", "CPUs are `cpu`"),
+    "memory_bytes": ("memory_gb", "host memory is `memory_gb`, in GB"),
+    "memory": ("memory_gb", "host memory is `memory_gb`, in GB"),
+    "mem": ("memory_gb", "host memory is `memory_gb`, in GB"),
+    "ram": ("memory_gb", "host memory is `memory_gb`, in GB"),
+    "disk": ("disk_gb", "disk is `disk_gb`, in GB"),
+    "disk_size": ("disk_gb", "disk is `disk_gb`, in GB"),
+    "storage": ("disk_gb", "disk is `disk_gb`, in GB"),
+    "region": ("location", "regions are chosen with `location`"),
+    "zone": ("location", "regions are chosen with `location`"),
+    "cloud": ("location", "nodus compares every supplier; narrow the choice with `location`"),
+    "provider": ("location", "nodus compares every supplier; narrow the choice with `location`"),
+    "supplier": ("location", "nodus compares every supplier; narrow the choice with `location`"),
+    "instance_type": ("gpu", "nodus chooses the machine; ask for resources (gpu, gpu_count, cpu)"),
+    "machine_type": ("gpu", "nodus chooses the machine; ask for resources (gpu, gpu_count, cpu)"),
+    "max_price": ("max_price_per_hour", "the price limit is `max_price_per_hour`, USD per hour"),
+    "price_limit": ("max_price_per_hour", "the price limit is `max_price_per_hour`, USD per hour"),
+    "max_cost": ("budget", "the spending limit for the whole run is `budget`, in USD"),
+    "architecture": ("arch", 'the CPU architecture is `arch` ("x86_64" or "arm64")'),
+    "platform": ("arch", 'the CPU architecture is `arch` ("x86_64" or "arm64")'),
+    "run": ("command", "what to run is `command`"),
+    "cmd": ("command", "what to run is `command`"),
+    "entrypoint": ("command", "what to run is `command`"),
+    "args": ("command", "what to run is `command`"),
+    "environment": ("env", "environment variables are the table `env`"),
+    "envs": ("env", "environment variables are the table `env`"),
+    "env_vars": ("env", "environment variables are the table `env`"),
+    "docker_image": ("image", "the container image is `image`"),
+    "container_image": ("image", "the container image is `image`"),
+    "steps": ("stages", "steps are written as [[stages]] tables"),
+    "jobs": ("stages", "steps are written as [[stages]] tables"),
+}
+
+
+@cache
+def _machines() -> dict[str, list[tuple[str, str | None, int, float]]]:
+    """Catalog machine IDs (lowercase) and the GPU configurations they come with."""
+    from nodus_cli import catalog  # deferred: validating good files never loads the catalog
+
+    found: dict[str, list[tuple[str, str | None, int, float]]] = {}
+    try:
+        offers = catalog.embedded().offers
+    except Exception:  # a broken installation must not break validation
+        return found
+    for offer in offers:
+        config = (offer.supplier, offer.gpu, offer.gpu_count, offer.gpu_memory_gb)
+        configs = found.setdefault(offer.machine_id.strip().lower(), [])
+        if config not in configs:
+            configs.append(config)
+    for configs in found.values():
+        configs.sort(key=lambda c: (c[0], c[1] or "", c[2], c[3]))
+    return found
+
+
+def machine_message(raw: str) -> str | None:
+    """Machine IDs in a GPU field: say what the machine carries when the catalog knows it."""
+    configs = _machines().get(raw.strip().lower())
+    if configs:
+        supplier = configs[0][0]
+        with_gpus = [c for c in configs if c[1] and c[2]]
+        if not with_gpus:
+            return (
+                f'"{raw}" is a machine ID ({supplier}) without GPUs, not a GPU model: '
+                "omit gpu for a CPU-only workload"
+            )
+        if len(with_gpus) == 1:
+            _, gpu, count, memory = with_gpus[0]
+            fix = f'gpu = "{gpu}", gpu_count = {count}'
+            if memory:
+                fix += f", peak_memory_gb = {memory:g}"
+            return (
+                f'"{raw}" is a machine ID ({supplier}), not a GPU model; it carries '
+                f"{count}× {gpu}" + (f" ({memory:g} GB each)" if memory else "") + f": write {fix}"
+            )
+        shown = [f"{c}× {g} ({m:g} GB each)" for _, g, c, m in with_gpus[:4]]
+        more = ", ..." if len(with_gpus) > 4 else ""
+        _, gpu, count, _ = with_gpus[0]
+        return (
+            f'"{raw}" is a machine ID ({supplier}), not a GPU model; it comes with '
+            f"{', '.join(shown)}{more}: write the model and count you need, e.g. "
+            f'gpu = "{gpu}", gpu_count = {count}'
+        )
+    if _MACHINE_LIKE.search(raw):
+        return (
+            f'"{raw}" looks like a machine ID, not a GPU model: write the model it carries, '
+            'e.g. gpu = "A100", with gpu_count'
+        )
+    return None
+
+
+def _number_text(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int):
+        return str(value) if abs(value) < _MAX_NUMBER else None
+    return f"{value:g}" if math.isfinite(value) else None
+
+
+def foreign_fix(key: str, value: Any) -> str:
+    """The concrete line to write instead, when the value says it."""
+    number = _number_text(value)
+    if key in ("accelerators", "accelerator", "gpus") and isinstance(value, str):
+        table = gpus.table()
+        for pattern in MODEL_AND_COUNT:
+            m = pattern.match(value) if len(value) <= MAX_NAME else None
+            if m:
+                family = table.lookup(m.group("name"))
+                name = family.name if family else m.group("name").strip()
+                return f' (here: gpu = "{name}", gpu_count = {int(m.group("count"))})'
+        family = table.lookup(value)
+        if family is not None:
+            return f' (here: gpu = "{family.name}")'
+        return ""
+    if key in ("gpu_type", "gpu_model", "gpu_name") and isinstance(value, str):
+        family = gpus.table().lookup(value)
+        if family is not None:
+            return f' (here: gpu = "{family.name}")'
+        return ""
+    if number is None:
+        return ""
+    if key in ("num_gpus", "gpus", "gpu_num", "n_gpus"):
+        return f" (here: gpu_count = {number})"
+    if key == "memory_bytes" and isinstance(value, int):
+        return f" (here: memory_gb = {value / 1024**3:g})"
+    if key in ("num_cpus", "cpus", "vcpus", "cpu_count"):
+        return f" (here: cpu = {number})"
+    if key in ("gpu_memory_gb", "gpu_memory", "vram"):
+        return f" (here: peak_memory_gb = {number})"
+    if key in ("max_price", "price_limit"):
+        return f" (here: max_price_per_hour = {number})"
+    return ""
+
+
+def unquote_fix(raw: str, key: Key) -> str:
+    m = _SIZE_SPEC.match(raw) if len(raw) <= MAX_NAME else None
+    if not m:
+        return ""
+    number = float(m.group(1))
+    unit = (m.group(2) or "").lower()
+    if unit in ("mib", "mb"):
+        number /= 1024
+    elif unit in ("tib", "tb"):
+        number *= 1024
+    return f": write {key[-1]} = {number:g}"

@@ -1,0 +1,333 @@
+"""The normalized workload: plain, frozen data that planners, targets and records consume.
+
+A workload file (or the Python API's keyword arguments) becomes this model through
+:mod:`nodus_cli.workload.normalizer`, which checks every rule and collects every problem;
+nothing here validates. ``as_json`` gives the documented shape (``nodus validate --json``,
+run records) and :func:`from_json` rebuilds a workload from it (reruns, detached runs), so
+the two must stay each other's inverse: a test round-trips every field.
+
+Values taken from the host are never part of the model: ``env`` holds what the user wrote,
+``${NAME}`` templates included (:mod:`nodus_cli.workload.environment` resolves them when a
+run starts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from nodus_cli.problems import Problem
+
+ALLOWED_COUNTS = (1, 2, 4, 8)
+LEGACY_OPTIMIZATION = ("automatic", "lowest_cost", "lower_cost", "balanced", "faster", "fastest")
+ARCHES = ("x86_64", "arm64")
+
+#: Keys that may stand both at the top level (flat shortcut) and in [requirements].
+FLAT_SHORTCUTS = (
+    "gpu",
+    "gpu_count",
+    "peak_memory_gb",
+    "gpu_interconnect",
+    "optimization",
+    "share_gpu",
+)
+#: Keys that belong only in [requirements].
+NESTED_ONLY = ("cpu", "memory_gb", "disk_gb", "location", "max_price_per_hour", "arch")
+REQUIREMENT_KEYS = FLAT_SHORTCUTS + NESTED_ONLY
+#: What to run and how it reaches the outside: at the top level and in a stage.
+RUN_KEYS = ("image", "command", "entrypoint", "env", "mounts", "ports", "map")
+TOP_LEVEL_ONLY = ("name", "image", "command", "env", "model", "budget", "stages")
+TOP_LEVEL_KEYS = (
+    *TOP_LEVEL_ONLY,
+    "entrypoint",
+    "mounts",
+    "ports",
+    "map",
+    "output_dir",
+    *FLAT_SHORTCUTS,
+    "requirements",
+)
+STAGE_KEYS = ("name", *RUN_KEYS, "requirements", *FLAT_SHORTCUTS)
+#: Requirements every stage takes from the workload.
+WHOLE_WORKLOAD = ("location", "max_price_per_hour", "arch")
+#: Requirements a stage never takes from the workload (a CPU-only step stays CPU-only).
+NOT_INHERITED = ("gpu", "gpu_count", "peak_memory_gb", "memory_gb", "share_gpu")
+#: Keys of the workload that a stage cannot set.
+WORKLOAD_ONLY = ("model", "budget", "stages", "output_dir")
+#: Environment variables nodus sets in every container; a workload cannot set them.
+RESERVED_ENV = (
+    "NODUS_WORK_DIR",
+    "NODUS_RUN_ID",
+    "NODUS_STAGE",
+    "NODUS_ITEM",
+    "NODUS_ITEM_INDEX",
+    "NODUS_ITEM_COUNT",
+)
+#: At most this many items in one ``[map]``.
+MAX_MAP_ITEMS = 100_000
+
+MountType = Literal["bind", "volume"]
+Protocol = Literal["tcp", "udp"]
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    gpu: str | None = None
+    gpu_count: int = 0
+    peak_memory_gb: float | None = None
+    gpu_interconnect: str = "any"
+    cpu: float = 1.0
+    memory_gb: float | None = None
+    disk_gb: float | None = None
+    location: str | None = None
+    max_price_per_hour: float | None = None
+    arch: str | None = None
+    #: Tasks may share a device, sized by ``peak_memory_gb`` (``gpu_count`` is then 1).
+    share_gpu: bool = False
+
+    @property
+    def wants_gpu(self) -> bool:
+        return self.gpu_count > 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "gpu_count": self.gpu_count,
+            "peak_memory_gb": self.peak_memory_gb,
+            "gpu_interconnect": self.gpu_interconnect,
+            "cpu": self.cpu,
+            "memory_gb": self.memory_gb,
+            "disk_gb": self.disk_gb,
+            "location": self.location,
+            "max_price_per_hour": self.max_price_per_hour,
+            "arch": self.arch,
+            "share_gpu": self.share_gpu,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """One ``mounts`` entry (Docker ``-v`` syntax: ``SOURCE:TARGET[:ro|:rw]``).
+
+    ``source`` is an absolute host path (a relative one was resolved against the workload
+    file's folder, or the working directory for the Python API) or a volume name (no
+    ``/``): a named volume, created when missing and kept after the run. Whether a host
+    path exists is checked when a run starts, not when the file is validated (CI checks
+    out workloads without their data); ``where`` names the entry for that message
+    (``"train.toml:7: mounts[0]"``).
+    """
+
+    source: str
+    target: str
+    read_only: bool = False
+    written: str = ""
+    where: str | None = None
+
+    @property
+    def type(self) -> MountType:
+        return "bind" if self.source.startswith("/") else "volume"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "target": self.target,
+            "read_only": self.read_only,
+            "type": self.type,
+            "written": self.written,
+            "where": self.where,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Mount:
+        return cls(
+            str(doc["source"]),
+            str(doc["target"]),
+            bool(doc.get("read_only", False)),
+            str(doc.get("written") or ""),
+            doc.get("where"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Port:
+    """One ``ports`` entry: ``8000`` publishes container port 8000 on host port 8000;
+    ``"8080:80"`` container port 80 on host port 8080; ``"127.0.0.1:8080:80"`` on that
+    host address only; a ``/udp`` suffix for UDP."""
+
+    container: int
+    host: int
+    protocol: Protocol = "tcp"
+    host_ip: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "container": self.container,
+            "host": self.host,
+            "protocol": self.protocol,
+            "host_ip": self.host_ip,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Port:
+        protocol: Protocol = "udp" if doc.get("protocol") == "udp" else "tcp"
+        return cls(int(doc["container"]), int(doc["host"]), protocol, doc.get("host_ip"))
+
+
+@dataclass(frozen=True, slots=True)
+class MapSpec:
+    """Fan-out: the stage's command runs once per item, each in its own container."""
+
+    items: tuple[str, ...]
+    #: The ``over`` file as written (None when the items were listed inline).
+    over: str | None = None
+    #: At most this many tasks at once (None: as many as capacity allows).
+    parallel: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"items": list(self.items), "over": self.over, "parallel": self.parallel}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> MapSpec:
+        parallel = doc.get("parallel")
+        return cls(
+            tuple(str(i) for i in doc["items"]),
+            doc.get("over"),
+            int(parallel) if parallel is not None else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    name: str
+    image: str
+    #: The command: a list as written, or ``["/bin/sh", "-c", TEXT]`` for a string (``shell``).
+    command: list[str] | None
+    env: dict[str, str]
+    requirements: Requirements
+    #: Replaces the image's ENTRYPOINT (``[]`` clears it); None keeps the image's.
+    entrypoint: list[str] | None = None
+    mounts: tuple[Mount, ...] = ()
+    ports: tuple[Port, ...] = ()
+    map: MapSpec | None = None
+    #: The command was one string: it runs via ``/bin/sh -c`` whatever the ENTRYPOINT.
+    shell: bool = False
+
+    def as_json(self, env: bool = True) -> dict[str, Any]:
+        doc: dict[str, Any] = {"name": self.name, "image": self.image, "command": self.command}
+        if env:
+            doc["env"] = dict(self.env)
+        doc["requirements"] = self.requirements.as_json()
+        doc["entrypoint"] = self.entrypoint
+        doc["mounts"] = [m.as_json() for m in self.mounts]
+        doc["ports"] = [p.as_json() for p in self.ports]
+        doc["map"] = self.map.as_json() if self.map is not None else None
+        doc["shell"] = self.shell
+        return doc
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    name: str
+    image: str | None
+    command: list[str] | None
+    env: dict[str, str]
+    model: str | None
+    budget: float | None
+    requirements: Requirements
+    stages: list[Stage]
+    optimization: str = "automatic"
+    declared_stages: bool = False
+    #: Where the work directory's contents are copied after the run (absolute), or None.
+    output_dir: str | None = None
+
+    def as_json(self, env: bool = True) -> dict[str, Any]:
+        """The normalized workload; ``env=False`` leaves out the environment.
+
+        ``nodus validate --json`` leaves ``env`` out: CI logs should not echo environment
+        values (tokens end up there).
+        """
+        doc: dict[str, Any] = {"name": self.name, "image": self.image, "command": self.command}
+        if env:
+            doc["env"] = dict(self.env)
+        doc.update(
+            {
+                "model": self.model,
+                "budget": self.budget,
+                "optimization": self.optimization,
+                "output_dir": self.output_dir,
+                "requirements": self.requirements.as_json(),
+                "stages": [s.as_json(env=env) for s in self.stages],
+            }
+        )
+        return doc
+
+    @property
+    def wants_gpu(self) -> bool:
+        return any(s.requirements.wants_gpu for s in self.stages)
+
+
+def from_json(doc: dict[str, Any]) -> Workload:
+    """Rebuild a normalized workload saved as :meth:`Workload.as_json` (with env)."""
+
+    def reqs(raw: dict[str, Any]) -> Requirements:
+        return Requirements(**{k: raw[k] for k in Requirements.__dataclass_fields__ if k in raw})
+
+    def stage(s: dict[str, Any]) -> Stage:
+        entrypoint = s.get("entrypoint")
+        return Stage(
+            s["name"],
+            s["image"],
+            s.get("command"),
+            dict(s.get("env") or {}),
+            reqs(s["requirements"]),
+            entrypoint=list(entrypoint) if entrypoint is not None else None,
+            mounts=tuple(Mount.from_json(m) for m in s.get("mounts") or ()),
+            ports=tuple(Port.from_json(p) for p in s.get("ports") or ()),
+            map=MapSpec.from_json(s["map"]) if s.get("map") else None,
+            shell=bool(s.get("shell", False)),
+        )
+
+    return Workload(
+        name=doc["name"],
+        image=doc.get("image"),
+        command=doc.get("command"),
+        env=dict(doc.get("env") or {}),
+        model=doc.get("model"),
+        budget=doc.get("budget"),
+        requirements=reqs(doc["requirements"]),
+        stages=[stage(s) for s in doc["stages"]],
+        optimization=doc.get("optimization", "automatic"),
+        declared_stages=len(doc["stages"]) != 1 or doc["stages"][0]["name"] != "main",
+        output_dir=doc.get("output_dir"),
+    )
+
+
+@dataclass(slots=True)
+class Result:
+    """What normalizing a file produced: a workload when there are no errors."""
+
+    path: str
+    workload: Workload | None
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "warning"]
+
+    @property
+    def valid(self) -> bool:
+        return self.workload is not None
+
+    def as_json(self) -> dict[str, Any]:
+        """One file entry of ``nodus validate --json``."""
+        return {
+            "path": self.path,
+            "valid": self.valid,
+            "errors": [p.as_json() for p in self.errors],
+            "warnings": [p.as_json() for p in self.warnings],
+            "workload": self.workload.as_json(env=False) if self.workload else None,
+        }
