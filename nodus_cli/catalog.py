@@ -1,14 +1,24 @@
 """The market catalog: machine configurations with public hourly prices.
 
-The embedded catalog (``data/catalog.csv``) is built by ``tools/build_catalog.py`` from
-the shared, sourced ``offers.csv``; its source and date are in ``catalog_meta.json``.
-A user catalog (``--catalog FILE.csv`` or ``NODUS_CATALOG``) has the SPEC section 4
-columns and goes through the same :func:`parse_row`, so supplier GPU spellings are
-canonicalized on load the way the embedded catalog was built, and every bad row is
-reported with its line number.
+Which catalog is in use, first match wins: ``--catalog FILE.csv``, ``NODUS_CATALOG``, the
+catalog ``nodus catalog update`` stored under ``NODUS_HOME`` (:mod:`nodus_cli.catalog_store`),
+the embedded one.
+
+The embedded catalog (``data/catalog.csv``) is built by ``tools/build_catalog.py`` from the
+sourced ``tools/catalog/offers.csv`` of the source repository; ``catalog_meta.json`` records
+its sources (repository, path, commit), the date its prices are as of and a short name.
+A user catalog has the SPEC section 4 columns and goes through the same :func:`parse_row`,
+so supplier GPU spellings are canonicalized on load the way the embedded catalog was built,
+and every bad row is reported with its line number.
 
 GPU memory is the nominal memory of the model variant (an 80 GB A100 is 80, an AWS A10G
 reported as 22.4 GB is 24), never a supplier's under-reported figure.
+
+Rows without a GPU (``gpu`` empty, ``gpu_count`` 0) are CPU-only machines. A row's vCPU and
+memory figures are either the machine's size or, for suppliers whose figures are a search
+minimum (``HOST_SIZE_MINIMUM``, kept as data, or an explicit ``host_size = minimum``
+column), a lower bound: such an offer meets a requirement at or below the figure, and its
+real size above it is unknown (:attr:`Offer.size_is_minimum`).
 """
 
 from __future__ import annotations
@@ -19,8 +29,8 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -41,8 +51,19 @@ REQUIRED_COLUMNS = (
     "spot_price_per_hour",
     "arch",
 )
-#: Columns of the embedded catalog file (the SPEC columns plus ``disk_gb``).
-EMBEDDED_COLUMNS = (*REQUIRED_COLUMNS[:7], "disk_gb", *REQUIRED_COLUMNS[7:])
+#: Columns of the embedded catalog file (the SPEC columns plus ``disk_gb`` and ``host_size``).
+EMBEDDED_COLUMNS = (*REQUIRED_COLUMNS[:7], "disk_gb", *REQUIRED_COLUMNS[7:], "host_size")
+#: Values of the optional ``host_size`` column: the vCPU and memory figures are the
+#: machine's size, or only a minimum (empty: the supplier's rule below, else exact).
+HOST_SIZE_EXACT = "exact"
+HOST_SIZE_MINIMUM_VALUE = "minimum"
+#: Suppliers whose vCPU and memory figures are a lower bound, not the machine's size, and
+#: why. vast: every row of its catalog says 32 vCPU / 64 GB, the marketplace search
+#: minimum SkyPilot queries with (the ``-32-65536`` in its machine IDs).
+HOST_SIZE_MINIMUM: dict[str, str] = {
+    "vast": "vast lists every machine at 32 vCPU / 64 GB, the minimum of its marketplace "
+    "search, not the machine's size",
+}
 
 _DATA = Path(__file__).resolve().parent / "data"
 _ARCH = {
@@ -80,6 +101,8 @@ class Offer:
     arch: str
     price_per_hour: float
     spot_price_per_hour: float | None = None
+    #: True when ``vcpus`` and ``memory_gb`` are a lower bound (the real size is unknown).
+    size_is_minimum: bool = False
 
     @property
     def price_per_gpu_hour(self) -> float | None:
@@ -102,6 +125,7 @@ class Offer:
                 round(self.price_per_hour / self.gpu_count, 6) if self.gpu_count else None
             ),
             "spot_price_per_hour": self.spot_price_per_hour,
+            "host_size": HOST_SIZE_MINIMUM_VALUE if self.size_is_minimum else HOST_SIZE_EXACT,
         }
 
 
@@ -110,11 +134,73 @@ def whole(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
 
+#: What kind of catalog is in use (``Catalog.kind``).
+EMBEDDED = "embedded"
+USER_FILE = "file"
+UPDATED = "updated"
+
+
 @dataclass(frozen=True, slots=True)
 class Catalog:
     offers: tuple[Offer, ...]
     path: str
     meta: dict[str, Any]
+    #: ``embedded``, ``file`` (``--catalog`` or ``NODUS_CATALOG``) or ``updated``
+    #: (stored by ``nodus catalog update``).
+    kind: str = EMBEDDED
+    #: What chose it: ``--catalog``, ``NODUS_CATALOG``, ``nodus catalog update`` or ``default``.
+    chosen_by: str = "default"
+
+    @property
+    def as_of(self) -> date | None:
+        """The date the prices are as of (for a file: the day it was last modified)."""
+        text = self.meta.get("prices_as_of")
+        if not isinstance(text, str):
+            return None
+        try:
+            return date.fromisoformat(text[:10])
+        except ValueError:
+            return None
+
+    @property
+    def checked_at(self) -> datetime | None:
+        """When the prices were last known current: the oldest check of an updated catalog's
+        sources; for the others the start of their as-of day (UTC)."""
+        text = self.meta.get("checked_at")
+        if isinstance(text, str):
+            try:
+                moment = datetime.fromisoformat(text)
+            except ValueError:
+                moment = None
+            if moment is not None:
+                return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        day = self.as_of
+        return datetime(day.year, day.month, day.day, tzinfo=UTC) if day else None
+
+    def age_days(self, now: datetime | None = None) -> float | None:
+        moment = self.checked_at
+        if moment is None:
+            return None
+        return ((now or datetime.now(UTC)) - moment).total_seconds() / 86400.0
+
+    @property
+    def label(self) -> str:
+        """A short description for plan headers: what it is and the date of its prices."""
+        day = self.meta.get("prices_as_of") or "an unknown date"
+        if self.kind == EMBEDDED:
+            return f"embedded catalog (prices as of {day})"
+        if self.kind == UPDATED:
+            n = len(self.meta.get("sources") or [])
+            return (
+                f"updated catalog, {n} source{'' if n == 1 else 's'} "
+                f"(prices fetched {str(self.meta.get('checked_at') or day)[:10]})"
+            )
+        return f"user catalog {Path(self.path).name} (file of {day})"
+
+    @property
+    def name(self) -> str:
+        """The catalog's short display name."""
+        return str(self.meta.get("name") or Path(self.path).name)
 
 
 class CatalogError(NodusError):
@@ -133,7 +219,7 @@ def embedded() -> Catalog:
     """The catalog that ships with nodus, read once per process."""
     path = embedded_path()
     try:
-        offers = _read_embedded(path)
+        offers = read_canonical(path)
         meta = json.loads((_DATA / "catalog_meta.json").read_text("utf-8"))
     except (OSError, ValueError, KeyError, IndexError) as exc:
         raise CatalogError(
@@ -143,14 +229,16 @@ def embedded() -> Catalog:
     return Catalog(offers, str(path), meta)
 
 
-def _read_embedded(path: Path) -> tuple[Offer, ...]:
-    """A plain positional reader: the file is ours and already canonical, so this skips
-    the checks of :func:`parse_row` (start-up cost matters: `nodus plan` is interactive)."""
+def read_canonical(path: Path) -> tuple[Offer, ...]:
+    """A plain positional reader for files nodus wrote itself (the embedded catalog, an
+    updated one): already canonical, so this skips the checks of :func:`parse_row`
+    (start-up cost matters: `nodus plan` is interactive). Raises ValueError, KeyError,
+    IndexError or OSError on a file it did not write."""
     with path.open(newline="", encoding="utf-8") as handle:
         rows = csv.reader(handle)
         header = next(rows)
         col = [header.index(c) for c in EMBEDDED_COLUMNS]
-        s, m, g, n, gm, v, mem, d, r, p, sp, a = col
+        s, m, g, n, gm, v, mem, d, r, p, sp, a, h = col
         return tuple(
             Offer(
                 row[s],
@@ -165,6 +253,7 @@ def _read_embedded(path: Path) -> tuple[Offer, ...]:
                 row[a] or "x86_64",
                 float(row[p]),
                 float(row[sp]) if row[sp] else None,
+                row[h] == HOST_SIZE_MINIMUM_VALUE,
             )
             for row in rows
             if row
@@ -172,11 +261,19 @@ def _read_embedded(path: Path) -> tuple[Offer, ...]:
 
 
 def load(path: str | None = None) -> Catalog:
-    """The catalog in use: ``path``, else ``NODUS_CATALOG``, else the embedded one."""
-    chosen = path or os.environ.get("NODUS_CATALOG") or None
-    if chosen is None:
-        return embedded()
-    return load_user_catalog(Path(chosen))
+    """The catalog in use: ``path`` (``--catalog``), else ``NODUS_CATALOG``, else the one
+    ``nodus catalog update`` stored under ``NODUS_HOME``, else the embedded one."""
+    if path:
+        return replace(load_user_catalog(Path(path)), chosen_by="--catalog")
+    env = os.environ.get("NODUS_CATALOG")
+    if env:
+        return replace(load_user_catalog(Path(env)), chosen_by="NODUS_CATALOG")
+    from nodus_cli.catalog_store import load_current
+
+    stored = load_current()
+    if stored is not None:
+        return stored
+    return embedded()
 
 
 # -- user catalogs -------------------------------------------------------------------
@@ -241,14 +338,17 @@ def load_user_catalog(path: Path) -> Catalog:
     except OSError:
         modified = None
     meta: dict[str, Any] = {
+        "name": path.name,
         "built_from": str(path),
         "built_at": modified,
+        "prices_as_of": modified,
+        "as_of_note": "the day the file was last modified",
         "rows": len(offers),
         "dropped": {"no on-demand price": dropped} if dropped else {},
         "sources": [],
         "user_catalog": True,
     }
-    return Catalog(tuple(offers), str(path), meta)
+    return Catalog(tuple(offers), str(path), meta, kind=USER_FILE, chosen_by="--catalog")
 
 
 def _number(row: Mapping[str, str | None], column: str, required: bool = True) -> float | None:
@@ -338,6 +438,16 @@ def parse_row(row: Mapping[str, str | None]) -> Offer | None:
     price = _number(row, "price_per_hour", required=spot is None)
     if price is None:
         return None  # spot only: nothing to rank by on-demand price
+    size_text = (row.get("host_size") or "").strip().lower()
+    if not size_text:
+        minimum = supplier in HOST_SIZE_MINIMUM
+    elif size_text in (HOST_SIZE_EXACT, HOST_SIZE_MINIMUM_VALUE):
+        minimum = size_text == HOST_SIZE_MINIMUM_VALUE
+    else:
+        raise ValueError(
+            f'host_size must be "{HOST_SIZE_EXACT}", "{HOST_SIZE_MINIMUM_VALUE}" or empty, '
+            f"not {row.get('host_size')!r}"
+        )
     return Offer(
         supplier=supplier,
         machine_id=machine,
@@ -351,6 +461,7 @@ def parse_row(row: Mapping[str, str | None]) -> Offer | None:
         arch=arch,
         price_per_hour=price,
         spot_price_per_hour=spot,
+        size_is_minimum=minimum,
     )
 
 

@@ -194,12 +194,46 @@ def nodes(as_json: JsonOpt = False) -> None:
     raise typer.Exit(command.run(as_json))
 
 
-@app.command(name="catalog")
-def catalog_info(catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
+catalog_app = typer.Typer(
+    help="Where the catalog in use comes from: path, sources, date. "
+    "`nodus catalog update` refreshes the prices.",
+)
+app.add_typer(catalog_app, name="catalog")
+
+
+@catalog_app.callback(invoke_without_command=True)
+def catalog_info(ctx: typer.Context, catalog: CatalogOpt = None, as_json: JsonOpt = False) -> None:
     """Where the catalog in use comes from: path, sources, date."""
+    if ctx.invoked_subcommand is not None:
+        return
     from nodus_cli.commands import catalog as command
 
     raise typer.Exit(command.run(catalog, as_json))
+
+
+@catalog_app.command("update")
+def catalog_update(
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="SOURCE...",
+            help="URLs of nodus-format CSV files or SkyPilot vms.csv files, optionally "
+            "NAME=URL (default: [catalog] sources in config.toml).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(min=0.001, help="Seconds to wait for a server (connect, each read).")
+    ] = 30.0,
+    retries: Annotated[
+        int,
+        typer.Option(min=0, max=10, help="Retries after a timeout, connection error, 5xx or 429."),
+    ] = 3,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fetch current prices and make them the catalog in use (all sources or nothing)."""
+    from nodus_cli.commands import catalog as command
+
+    raise typer.Exit(command.update(sources, as_json, timeout, retries))
 
 
 @swarm_app.command("init-node")

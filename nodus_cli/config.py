@@ -1,21 +1,58 @@
-"""User configuration (``~/.config/nodus/config.toml``) and the state folder (``NODUS_HOME``).
+"""User configuration (``config.toml``) and the state folder (``NODUS_HOME``).
+
+The configuration file is ``NODUS_CONFIG``, else ``$XDG_CONFIG_HOME/nodus/config.toml``
+(default ``~/.config/nodus/config.toml``). Every key is optional:
 
 ```toml
 [local]
 price_per_hour = 2.5      # what this machine costs you, USD per hour (default 0)
 region = "eu-west-1"      # optional: lets `location` requirements match this machine
+
+[catalog]
+# What `nodus catalog update` fetches when given no SOURCE: URLs of nodus-format CSV
+# files or of SkyPilot catalog vms.csv files; "NAME=URL" names the supplier (else the
+# URL's path does: .../catalogs/v7/aws/vms.csv is aws).
+sources = [
+  "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v7/aws/vms.csv",
+  "lambda=https://example.com/prices/lambda.csv",
+]
+max_age_days = 30         # plans warn when the prices in use are older (default 30)
+
+[limits]
+max_spend_per_day = 200.0     # USD, across every run recorded in this NODUS_HOME
+max_spend_per_month = 3000.0  # USD
+max_price_per_hour = 40.0     # USD per hour: a ceiling no workload can raise
 ```
+
+Each section is read into a frozen dataclass (:func:`local`, :func:`catalog`,
+:func:`limits`). Mistakes are errors that name the file, the key and what to write:
+booleans, non-finite and negative numbers are never valid amounts, unknown keys get a
+"did you mean", and a section name close to a known one (``[limit]``) is pointed out
+rather than silently ignored.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nodus_cli.problems import NodusError
+
+#: The sections this module reads, and their keys.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "local": ("price_per_hour", "region"),
+    "catalog": ("sources", "max_age_days"),
+    "limits": ("max_spend_per_day", "max_spend_per_month", "max_price_per_hour"),
+}
+DEFAULT_MAX_AGE_DAYS = 30.0
+#: A source's own name, in ``NAME=URL``.
+_SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 def home() -> Path:
@@ -41,33 +78,214 @@ class LocalConfig:
     region: str = "local"
 
 
-def local() -> LocalConfig:
-    path = config_path()
+@dataclass(frozen=True, slots=True)
+class CatalogSource:
+    """One ``[catalog] sources`` entry (or ``nodus catalog update`` argument)."""
+
+    url: str
+    #: The name given as ``NAME=URL``; None: the URL's path names it.
+    name: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.url}" if self.name else self.url
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogConfig:
+    sources: tuple[CatalogSource, ...] = ()
+    max_age_days: float = DEFAULT_MAX_AGE_DAYS
+    #: The file the values came from (None: defaults, no file).
+    path: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LimitsConfig:
+    """Spending limits (USD). None: not set."""
+
+    max_spend_per_day: float | None = None
+    max_spend_per_month: float | None = None
+    max_price_per_hour: float | None = None
+    #: The file the values came from (None: defaults, no file).
+    path: Path | None = None
+
+    @property
+    def any(self) -> bool:
+        return any(
+            v is not None
+            for v in (self.max_spend_per_day, self.max_spend_per_month, self.max_price_per_hour)
+        )
+
+
+# -- reading -------------------------------------------------------------------------------
+
+
+def _document(path: Path) -> dict[str, Any] | None:
+    """The parsed file, or None when there is none. Section names close to a known one
+    are errors (a mistyped ``[limit]`` must not silently mean "no limits")."""
     if not path.is_file():
-        return LocalConfig()
+        return None
     try:
         doc = tomllib.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise NodusError(f"{path}: cannot read the configuration: {exc}") from None
-    section = doc.get("local", {})
+    for key in doc:
+        if key in SECTIONS:
+            continue
+        close = difflib.get_close_matches(key, list(SECTIONS), n=1, cutoff=0.75)
+        if close:
+            raise NodusError(
+                f"{path}: [{key}]: unknown section; did you mean [{close[0]}]?",
+                hint=f"rename the section to [{close[0]}]",
+            )
+    return doc
+
+
+def _section(path: Path, doc: dict[str, Any], name: str) -> dict[str, Any]:
+    section = doc.get(name, {})
     if not isinstance(section, dict):
-        raise NodusError(f"{path}: [local] must be a table")
-    unknown = sorted(set(section) - {"price_per_hour", "region"})
-    if unknown:
         raise NodusError(
-            f"{path}: local.{unknown[0]}: unknown key (allowed: price_per_hour, region)"
+            f"{path}: [{name}] must be a table",
+            hint=f"write it as a section: [{name}] on its own line, then key = value lines",
         )
-    price = section.get("price_per_hour", 0.0)
-    if (
-        isinstance(price, bool)
-        or not isinstance(price, int | float)
-        or not math.isfinite(price)
-        or price < 0
-    ):
+    allowed = SECTIONS[name]
+    for key in sorted(set(section) - set(allowed)):
+        close = difflib.get_close_matches(key, list(allowed), n=1, cutoff=0.6)
+        guess = f"; did you mean {close[0]}?" if close else ""
         raise NodusError(
-            f"{path}: local.price_per_hour must be a number >= 0 (USD per hour), not {price!r}"
+            f"{path}: {name}.{key}: unknown key{guess} (allowed: {', '.join(allowed)})"
         )
+    return section
+
+
+def _amount(
+    path: Path, section: str, key: str, value: object, *, unit: str, example: str, zero_ok: bool
+) -> float:
+    """A number of ``unit``: never a boolean, never inf or nan, never negative (nor zero
+    unless ``zero_ok``)."""
+    bad = (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or (value == 0 and not zero_ok)
+    )
+    if bad:
+        what = "a number >= 0" if zero_ok else "a positive number"
+        raise NodusError(
+            f"{path}: {section}.{key} must be {what} ({unit}), not {_shown(value)}",
+            hint=f"write it as, e.g., {key} = {example}",
+        )
+    assert isinstance(value, int | float)
+    return float(value)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}" (a string)'
+    return repr(value)
+
+
+def local() -> LocalConfig:
+    path = config_path()
+    doc = _document(path)
+    if doc is None:
+        return LocalConfig()
+    section = _section(path, doc, "local")
+    price = _amount(
+        path,
+        "local",
+        "price_per_hour",
+        section.get("price_per_hour", 0.0),
+        unit="USD per hour",
+        example="2.5",
+        zero_ok=True,
+    )
     region = section.get("region", "local")
     if not isinstance(region, str) or not region.strip():
         raise NodusError(f'{path}: local.region must be a region name in quotes, e.g. "us-east-1"')
-    return LocalConfig(float(price), region.strip())
+    return LocalConfig(price, region.strip())
+
+
+def parse_source(text: str) -> CatalogSource:
+    """``URL`` or ``NAME=URL`` as a source; ValueError with what to write otherwise."""
+    text = text.strip()
+    name: str | None = None
+    head, sep, rest = text.partition("=")
+    if sep and "://" not in head:
+        if not _SOURCE_NAME.fullmatch(head.strip()):
+            raise ValueError(
+                f"{head.strip()!r} is not a source name: use letters, digits, '-', '_' "
+                "or '.', e.g. aws=https://..."
+            )
+        name, text = head.strip(), rest.strip()
+    lowered = text.lower()
+    if not (lowered.startswith("https://") or lowered.startswith("http://")) or len(text) < 10:
+        raise ValueError(
+            f"{text!r} is not an http(s) URL: write a URL such as "
+            '"https://example.com/catalogs/v7/aws/vms.csv", or NAME=URL'
+        )
+    return CatalogSource(text, name)
+
+
+def catalog() -> CatalogConfig:
+    path = config_path()
+    doc = _document(path)
+    if doc is None:
+        return CatalogConfig()
+    section = _section(path, doc, "catalog")
+    raw = section.get("sources", [])
+    example = 'sources = ["https://example.com/catalogs/v7/aws/vms.csv"]'
+    if not isinstance(raw, list):
+        raise NodusError(
+            f"{path}: catalog.sources must be a list of URLs in quotes, not {_shown(raw)}",
+            hint=f"write it as, e.g., {example}",
+        )
+    sources = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, str):
+            raise NodusError(
+                f"{path}: catalog.sources[{i}] must be a URL in quotes, not {_shown(entry)}",
+                hint=f"write it as, e.g., {example}",
+            )
+        try:
+            sources.append(parse_source(entry))
+        except ValueError as exc:
+            raise NodusError(f"{path}: catalog.sources[{i}]: {exc}") from None
+    age = _amount(
+        path,
+        "catalog",
+        "max_age_days",
+        section.get("max_age_days", DEFAULT_MAX_AGE_DAYS),
+        unit="days",
+        example="30",
+        zero_ok=False,
+    )
+    return CatalogConfig(tuple(sources), age, path)
+
+
+def limits() -> LimitsConfig:
+    path = config_path()
+    doc = _document(path)
+    if doc is None:
+        return LimitsConfig()
+    section = _section(path, doc, "limits")
+    found: dict[str, float | None] = {}
+    for key, unit, example in (
+        ("max_spend_per_day", "USD", "200.0"),
+        ("max_spend_per_month", "USD", "3000.0"),
+        ("max_price_per_hour", "USD per hour", "40.0"),
+    ):
+        value = section.get(key)
+        found[key] = (
+            None
+            if value is None
+            else _amount(path, "limits", key, value, unit=unit, example=example, zero_ok=False)
+        )
+    return LimitsConfig(
+        found["max_spend_per_day"],
+        found["max_spend_per_month"],
+        found["max_price_per_hour"],
+        path if any(v is not None for v in found.values()) else None,
+    )

@@ -1,8 +1,9 @@
 """Inventories: the configurations a stage can be planned against (SPEC section 4).
 
-``catalog`` is the market (quotes only), ``local`` is this machine, ``swarm`` is each
-node of the cluster. All of them are lists of :class:`~nodus_cli.catalog.Offer`, so the
-planner ranks them the same way.
+``catalog`` is the market (quotes only: the catalog in use, see :func:`catalog.load`),
+``local`` is this machine, ``swarm`` is each node of the cluster. All of them are lists of
+:class:`~nodus_cli.catalog.Offer`, so the planner ranks them the same way, under the same
+configured price ceiling (``[limits] max_price_per_hour``, applied by the planner).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from nodus_cli.catalog import Offer
+from nodus_cli.catalog import Catalog, Offer
 from nodus_cli.planner import RuntimeLookup, no_history
 from nodus_cli.problems import NodusError
 from nodus_cli.workload import Workload
@@ -21,6 +22,8 @@ class Inventory:
     name: str
     offers: tuple[Offer, ...]
     source: str | None = None
+    #: The catalog the offers come from (``catalog`` target): its date, for staleness.
+    catalog: Catalog | None = None
 
     def describe(self) -> str:
         where = f"{self.source}, " if self.source else ""
@@ -53,8 +56,7 @@ def for_target(target: str, catalog_path: str | None = None) -> Inventory:
         from nodus_cli import catalog
 
         cat = catalog.load(catalog_path)
-        kind = "user catalog" if cat.meta.get("user_catalog") else "embedded catalog"
-        return Inventory("catalog", cat.offers, f"{kind} {cat.path}")
+        return Inventory("catalog", cat.offers, cat.label, cat)
     if target == "local":
         from nodus_cli import localhost
 

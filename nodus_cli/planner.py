@@ -12,6 +12,21 @@ eligible configuration has a measured runtime of this workload, otherwise by hou
 price. Ties fall back to GPU count, supplier, machine, region, vCPUs and memory, so the
 order never depends on the order of the inventory. The ranking orders what the
 inventory lists; it makes no claim about the lowest total cost or shortest runtime.
+
+A stage that requests no GPU is placed on a CPU-only configuration when one meets its
+requirements: the machines with GPUs are then excluded (counted under ``gpu``), since
+paying for a device the stage never touches is waste. Only when no CPU-only configuration
+fits is it planned against every machine, and the plan says which requirement ruled out
+the CPU-only ones.
+
+Offers whose vCPU and memory figures are a minimum (``Offer.size_is_minimum``) meet a
+requirement at or below the figure; above it their size is unknown and they are
+excluded like any smaller machine. The plan says so when such an offer is selected and
+when some were excluded only because their size is unknown.
+
+The configured ``[limits] max_price_per_hour`` (:class:`PriceCeiling`) is a ceiling no
+workload can raise: the price limit applied is the lower of it and the workload's, and
+the plan names the configuration file when the ceiling is what excluded offers.
 """
 
 from __future__ import annotations
@@ -46,6 +61,42 @@ CHECKS = (
 
 BASIS_PRICE = "hourly_price"
 BASIS_RUNTIME = "runtime_estimate"
+
+
+@dataclass(frozen=True, slots=True)
+class PriceCeiling:
+    """A ``max_price_per_hour`` set outside the workload, which no workload can raise."""
+
+    limit: float
+    #: Where it was set, for the plan's words ("[limits] max_price_per_hour in FILE").
+    source: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"max_price_per_hour": self.limit, "source": self.source}
+
+
+class _FromConfig:
+    """The default of ``plan_workload(ceiling=...)``: read ``[limits]`` from config.toml."""
+
+    def __repr__(self) -> str:
+        return "FROM_CONFIG"
+
+
+FROM_CONFIG = _FromConfig()
+
+
+def configured_ceiling() -> PriceCeiling | None:
+    """``[limits] max_price_per_hour`` of the user's config.toml, if set."""
+    from nodus_cli import config
+
+    limits = config.limits()
+    if limits.max_price_per_hour is None:
+        return None
+    return PriceCeiling(
+        limits.max_price_per_hour,
+        f"[limits] max_price_per_hour in {limits.path or config.config_path()}",
+    )
+
 
 #: Measured runtime in seconds of (stage name, configuration), or None when never measured.
 #: ``records.RunStore.runtime_lookup`` builds one from the run records of a workload.
@@ -196,6 +247,9 @@ class Plan:
     target: str
     stages: list[StagePlan]
     notes: list[str] = field(default_factory=list)
+    ceiling: PriceCeiling | None = None
+    #: Things the user should act on (stale prices): printed as warnings.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def feasible(self) -> bool:
@@ -214,6 +268,8 @@ class Plan:
                 "not a promise of the lowest total cost or the shortest runtime"
             ),
             "notes": list(self.notes),
+            "warnings": list(self.warnings),
+            "limits": self.ceiling.as_json() if self.ceiling else None,
             "stages": [s.as_json() for s in self.stages],
         }
 
@@ -229,9 +285,17 @@ class _Filters:
     the measured runtimes.
     """
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: Stage, ceiling: PriceCeiling | None = None) -> None:
         req = stage.requirements
         self.req = req
+        self.ceiling = ceiling
+        #: The price limit applied: the lower of the workload's and the ceiling.
+        self.price_limit = req.max_price_per_hour
+        #: True when the ceiling, not the workload, set ``price_limit``.
+        self.ceiling_decides = False
+        if ceiling is not None and (self.price_limit is None or ceiling.limit < self.price_limit):
+            self.price_limit = ceiling.limit
+            self.ceiling_decides = True
         self.image = stage.image
         self.cuda = cuda.declared_cuda(stage.image) if req.wants_gpu else None
         self._image_verdict: dict[str, str | None] = {}
@@ -268,11 +332,16 @@ class _Filters:
             self.steps["arch"] = lambda xs: [o for o in xs if o.arch == arch]
         if self.cuda is not None:
             self.steps["image"] = self._image
-        limit = req.max_price_per_hour
+        limit = self.price_limit
         if limit is not None:
             self.steps["max_price_per_hour"] = lambda xs: [
                 o for o in xs if o.price_per_hour <= limit
             ]
+
+    def prefer_cpu_only(self) -> None:
+        """Exclude the machines with GPUs (a stage that requests none, when a CPU-only
+        configuration fits)."""
+        self.steps["gpu"] = lambda xs: [o for o in xs if o.gpu is None]
 
     def _location(self, offers: list[Offer]) -> list[Offer]:
         where = self.req.location or ""
@@ -297,16 +366,21 @@ class _Filters:
         return [o for o in offers if o.gpu not in blocked]
 
     def run(
-        self, offers: list[Offer], skip: str | None = None, stop: str | None = None
+        self,
+        offers: list[Offer],
+        skip: str | None = None,
+        stop: str | None = None,
+        skip_also: str | None = None,
     ) -> tuple[list[Offer], dict[str, int]]:
-        """Apply the filters in order (all but ``skip``; up to, not including, ``stop``)."""
+        """Apply the filters in order (all but ``skip`` and ``skip_also``; up to, not
+        including, ``stop``)."""
         excluded = dict.fromkeys(CHECKS, 0)
         remaining = offers
         for name in CHECKS:
             if name == stop:
                 break
             step = self.steps.get(name)
-            if step is None or name == skip:
+            if step is None or name in (skip, skip_also):
                 continue
             kept = step(remaining)
             excluded[name] = len(remaining) - len(kept)
@@ -321,12 +395,20 @@ def plan_workload(
     offers: Sequence[Offer],
     target: str = "catalog",
     history: RuntimeLookup = no_history,
+    ceiling: PriceCeiling | _FromConfig | None = FROM_CONFIG,
 ) -> Plan:
-    """Plan every stage of ``workload`` against ``offers`` (an inventory's configurations)."""
+    """Plan every stage of ``workload`` against ``offers`` (an inventory's configurations).
+
+    ``ceiling``: a price limit no workload can raise; by default the configured
+    ``[limits] max_price_per_hour`` (None: no ceiling).
+    """
+    chosen = configured_ceiling() if isinstance(ceiling, _FromConfig) else ceiling
     pool = offers if isinstance(offers, list) else list(offers)
     with _gc_paused():
-        stage_plans = [plan_stage(s, pool, workload.budget, history) for s in workload.stages]
-    plan = Plan(workload, target, stage_plans)
+        stage_plans = [
+            plan_stage(s, pool, workload.budget, history, chosen) for s in workload.stages
+        ]
+    plan = Plan(workload, target, stage_plans, ceiling=chosen)
     for sp in stage_plans:
         if sp.emptied_by == "gpu" and target == "catalog" and sp.explanation:
             sp.explanation += "; `nodus gpus` lists the models on offer and their prices"
@@ -355,11 +437,25 @@ def plan_stage(
     offers: Sequence[Offer],
     budget: float | None = None,
     history: RuntimeLookup = no_history,
+    ceiling: PriceCeiling | None = None,
 ) -> StagePlan:
     """The eligible configurations of one stage, ranked, and why the others were excluded."""
     pool = offers if isinstance(offers, list) else list(offers)
-    filters = _Filters(stage)
-    remaining, excluded = filters.run(pool)
+    filters = _Filters(stage, ceiling)
+    cpu_note: str | None = None
+    if stage.requirements.wants_gpu:
+        remaining, excluded = filters.run(pool)
+    else:
+        # A stage that needs no GPU goes on a CPU-only machine when one fits.
+        cpu_only = [o for o in pool if o.gpu is None]
+        fits, cpu_excluded = filters.run(cpu_only) if cpu_only else ([], {})
+        if fits:
+            filters.prefer_cpu_only()
+            remaining, excluded = fits, cpu_excluded
+            excluded["gpu"] = len(pool) - len(cpu_only)
+        else:
+            remaining, excluded = filters.run(pool)
+            cpu_note = _no_cpu_only_fits(stage, cpu_only, cpu_excluded, filters)
     runtimes = _runtimes(stage.name, remaining, history)
     if budget is not None and runtimes is not None:
         kept = [(o, r) for o, r in zip(remaining, runtimes, strict=True) if not _over(o, r, budget)]
@@ -387,14 +483,89 @@ def plan_stage(
         result.notes.append(
             "disk_gb: configurations that list no disk size were kept (disk can be attached)"
         )
+    if excluded["gpu"] and not stage.requirements.wants_gpu:
+        n = excluded["gpu"]
+        result.notes.append(
+            f"this stage needs no GPU: {n} configuration{'' if n == 1 else 's'} with GPUs "
+            f"{'was' if n == 1 else 'were'} left out because CPU-only configurations fit"
+        )
+    if filters.ceiling_decides and excluded["max_price_per_hour"] and filters.ceiling:
+        n = excluded["max_price_per_hour"]
+        result.notes.append(
+            f"max_price_per_hour: {n} configuration{'' if n == 1 else 's'} above "
+            f"${filters.ceiling.limit:,.2f}/h excluded by the ceiling {filters.ceiling.source}, "
+            "which no workload can raise"
+        )
+    _note_unknown_sizes(result, stage, pool, filters, remaining)
     if not candidates:
         _explain_empty(result, stage, pool, filters, budget, history)
     elif not stage.requirements.wants_gpu and candidates[0].offer.gpu is not None:
         result.notes.append(
-            "this stage needs no GPU and the selected machine carries GPUs it will not use: "
-            "the inventory lists no cheaper CPU-only configuration that fits"
+            (cpu_note or "this stage needs no GPU and no CPU-only configuration fits")
+            + "; the selected machine carries GPUs it will not use"
         )
     return result
+
+
+def _no_cpu_only_fits(
+    stage: Stage, cpu_only: list[Offer], excluded: dict[str, int], filters: _Filters
+) -> str:
+    """Why no CPU-only configuration can take a stage that needs no GPU, in words."""
+    if not cpu_only:
+        return "this stage needs no GPU, but the inventory lists no CPU-only configuration"
+    nonzero = [k for k in CHECKS if excluded.get(k)]
+    emptied = nonzero[-1] if nonzero else "budget"
+    req = stage.requirements
+    shown: dict[str, str] = {
+        "cpu": f"cpu = {req.cpu:g}",
+        "memory_gb": f"memory_gb = {req.memory_gb or 0:g}",
+        "disk_gb": f"disk_gb = {req.disk_gb or 0:g}",
+        "location": f'location = "{req.location}"',
+        "arch": f'arch = "{req.arch}"',
+        "max_price_per_hour": f"max_price_per_hour = {filters.price_limit or 0:g}",
+    }
+    what = shown.get(emptied, emptied)
+    n = len(cpu_only)
+    return (
+        f"this stage needs no GPU, but {what} ruled out every CPU-only configuration "
+        f"({n} in the inventory), so it is planned on machines with GPUs"
+    )
+
+
+def _note_unknown_sizes(
+    result: StagePlan, stage: Stage, pool: list[Offer], filters: _Filters, remaining: list[Offer]
+) -> None:
+    """Say when an offer whose size is only a minimum decides the plan: selected, or
+    excluded only because its size above that minimum is unknown."""
+    req = stage.requirements
+    if (req.cpu or req.memory_gb) and (result.excluded["cpu"] or result.excluded["memory_gb"]):
+        minimum = [o for o in pool if o.size_is_minimum]
+        if minimum:
+            passing, _ = filters.run(minimum, skip="cpu", skip_also="memory_gb")
+            kept = set(map(id, remaining))
+            only = [o for o in passing if id(o) not in kept]
+            if only:
+                by_supplier = Counter(o.supplier for o in only)
+                figures = sorted({(o.vcpus, o.memory_gb) for o in only})
+                low = ", ".join(f"{v:g} vCPU / {m:g} GB" for v, m in figures[:3])
+                asked = []
+                if req.cpu and any(o.vcpus < req.cpu for o in only):
+                    asked.append(f"cpu = {req.cpu:g}")
+                if req.memory_gb and any(o.memory_gb < req.memory_gb for o in only):
+                    asked.append(f"memory_gb = {req.memory_gb:g}")
+                who = ", ".join(f"{n} {s}" for s, n in sorted(by_supplier.items()))
+                result.notes.append(
+                    f"{who} configuration(s) were excluded only because their size is "
+                    f"unknown: they list {low} as a minimum, below {' and '.join(asked)}, "
+                    "and may be larger"
+                )
+    selected = result.candidates[0].offer if result.candidates else None
+    if selected is not None and selected.size_is_minimum:
+        result.notes.append(
+            f"the selected {selected.supplier} offer lists {selected.vcpus:g} vCPU / "
+            f"{selected.memory_gb:g} GB as a minimum, not its size: the machine has at least "
+            "that, its real size is unknown until it is rented"
+        )
 
 
 def _by_estimated_cost(pair: tuple[Offer, float | None]) -> tuple[Any, ...]:
@@ -596,8 +767,10 @@ def _words(
     if emptied == "max_price_per_hour":
         text = (
             f"max_price_per_hour: every {want}configuration that meets the other "
-            f"requirements costs more than ${req.max_price_per_hour:,.2f}/h"
+            f"requirements costs more than ${filters.price_limit or 0:,.2f}/h"
         )
+        if filters.ceiling_decides and filters.ceiling is not None:
+            text += f" (the ceiling {filters.ceiling.source}, which no workload can raise)"
         if best:
             text += f"; the cheapest is {_where(best)}{other}"
         return text

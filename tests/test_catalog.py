@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ HEADER = (
     "price_per_hour,spot_price_per_hour,arch\n"
 )
 REPO = Path(__file__).resolve().parent.parent
-SHARED_OFFERS = REPO.parent / "shared" / "catalog" / "offers.csv"
+#: The sourced data the embedded catalog is built from (provenance: SOURCES.md beside it).
+OFFERS = REPO / "tools" / "catalog" / "offers.csv"
 
 
 def write_catalog(tmp_path: Path, rows: str, header: str = HEADER, name: str = "c.csv") -> Path:
@@ -215,11 +217,17 @@ def test_load_prefers_the_argument_then_nodus_catalog_then_the_embedded_one(
 ) -> None:
     one = write_catalog(tmp_path, "a,m1,H100,1,80,8,32,us,1,,x86_64\n", name="one.csv")
     two = write_catalog(tmp_path, "b,m2,H100,1,80,8,32,us,1,,x86_64\n", name="two.csv")
+    monkeypatch.setenv("NODUS_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("NODUS_CATALOG", raising=False)
     assert catalog.load().path == str(catalog.embedded_path())
+    assert catalog.load().chosen_by == "default"
     monkeypatch.setenv("NODUS_CATALOG", str(two))
     assert catalog.load().offers[0].supplier == "b"
+    assert catalog.load().chosen_by == "NODUS_CATALOG"
     assert catalog.load(str(one)).offers[0].supplier == "a"
+    assert catalog.load(str(one)).chosen_by == "--catalog"
+    today = datetime.now(UTC).date()
+    assert catalog.load(str(one)).label == f"user catalog one.csv (file of {today})"
     monkeypatch.setenv("NODUS_CATALOG", "")
     assert catalog.load().path == str(catalog.embedded_path())
 
@@ -232,24 +240,84 @@ def test_embedded_catalog_is_canonical_with_nominal_memory() -> None:
     assert len(cat.offers) > 1000
     table = gpus.table()
     for offer in cat.offers:
-        assert offer.gpu is not None
+        assert offer.price_per_hour > 0
+        assert offer.arch in ("x86_64", "arm64")
+        if offer.gpu is None:  # a CPU-only machine
+            assert (offer.gpu_count, offer.gpu_memory_gb) == (0, 0.0), offer
+            assert offer.vcpus > 0 and offer.memory_gb > 0
+            continue
         family = table.get(offer.gpu)
         assert family.name == offer.gpu  # canonical, not a supplier spelling
         assert offer.gpu_memory_gb in family.memory_gb, offer  # a real variant
         assert offer.gpu_count >= 1
-        assert offer.price_per_hour > 0
-        assert offer.arch in ("x86_64", "arm64")
 
 
-def test_embedded_catalog_records_its_sources_and_date() -> None:
+def test_embedded_catalog_holds_cpu_only_machines() -> None:
+    cpu_only = [o for o in catalog.embedded().offers if o.gpu is None]
+    assert len(cpu_only) == 315
+    assert {o.supplier for o in cpu_only} == {"aws", "azure", "runpod"}
+    graviton = [o for o in cpu_only if o.machine_id.startswith(("c7g.", "m7g."))]
+    assert graviton and all(o.arch == "arm64" for o in graviton)
+    assert catalog.embedded().meta["cpu_only_rows"] == 315
+
+
+def test_embedded_catalog_records_its_sources_date_and_name() -> None:
     meta = catalog.embedded().meta
-    assert meta["built_from"].endswith("offers.csv")
+    assert meta["built_from"] == "tools/catalog/offers.csv"
+    assert "SOURCES.md" in meta["provenance"]
     assert meta["built_at"]
     assert meta["rows"] == len(catalog.embedded().offers)
     suppliers = {s["supplier"] for s in meta["sources"]}
     assert {"aws", "gcp", "azure", "lambda"} <= suppliers
     for source in meta["sources"]:
         assert source["repo"] and source["commit"] and source["path"]
+    # The date the prices are as of, and why it is the only date there is.
+    assert date.fromisoformat(meta["prices_as_of"])
+    assert "commits, not dates" in meta["as_of_note"]
+    assert meta["name"] == "nodus embedded catalog, 19 suppliers"
+    cat = catalog.embedded()
+    assert cat.as_of == date.fromisoformat(meta["prices_as_of"])
+    assert cat.label == f"embedded catalog (prices as of {meta['prices_as_of']})"
+    assert cat.kind == catalog.EMBEDDED
+
+
+def test_the_sourced_data_lives_in_the_repository() -> None:
+    folder = OFFERS.parent
+    for name in ("offers.csv", "SOURCES.md", "nvidia_smi_names.txt"):
+        assert (folder / name).is_file(), name
+    sources = (folder / "SOURCES.md").read_text(encoding="utf-8")
+    assert "skypilot-org/skypilot-catalog" in sources
+    with OFFERS.open(encoding="utf-8") as handle:
+        assert sum(1 for _ in handle) == 2662  # header + 2661 rows
+
+
+def test_vast_sizes_are_minimums_and_others_are_exact() -> None:
+    offers = catalog.embedded().offers
+    vast = [o for o in offers if o.supplier == "vast"]
+    assert vast and all(o.size_is_minimum for o in vast)
+    assert not any(o.size_is_minimum for o in offers if o.supplier != "vast")
+    assert vast[0].as_json()["host_size"] == "minimum"
+    assert catalog.embedded().meta["host_size_minimum"].keys() == {"vast"}
+
+
+def test_host_size_column_and_supplier_rule(tmp_path: Path) -> None:
+    header = HEADER.rstrip("\n") + ",host_size\n"
+    rows = (
+        "vast,1x-H100_SXM-32-65536,H100,1,80,32,64,US,2.0,,x86_64,\n"  # the supplier rule
+        "vast,1x-H200-32-65536,H200,1,141,32,64,US,3.0,,x86_64,exact\n"  # said otherwise
+        "acme,big,,0,,64,256,us-east-1,1.0,,x86_64,minimum\n"  # said explicitly
+        "acme,small,,0,,4,8,us-east-1,0.1,,x86_64,\n"
+    )
+    minimum = {o.machine_id: o.size_is_minimum for o in load(tmp_path, rows, header)}
+    assert minimum == {
+        "1x-H100_SXM-32-65536": True,
+        "1x-H200-32-65536": False,
+        "big": True,
+        "small": False,
+    }
+    path = write_catalog(tmp_path, "acme,x,,0,,4,8,us,1,,x86_64,roughly\n", header, "bad.csv")
+    with pytest.raises(CatalogError, match=r'bad\.csv:2: host_size must be "exact", "minimum"'):
+        catalog.load_user_catalog(path)
 
 
 def test_embedded_catalog_knows_the_quirks() -> None:
@@ -262,31 +330,37 @@ def test_embedded_catalog_knows_the_quirks() -> None:
     assert by_machine[("azure", "Standard_ND96isr_H100_v5")].gpu_count == 8
 
 
-@pytest.mark.skipif(not SHARED_OFFERS.is_file(), reason="the shared offers.csv is not here")
 def test_build_tool_reproduces_the_embedded_catalog(tmp_path: Path) -> None:
+    """From the repository alone: the default input is tools/catalog/offers.csv."""
     done = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "tools" / "build_catalog.py"),
-            str(SHARED_OFFERS),
-            "--out",
-            str(tmp_path),
-        ],
+        [sys.executable, str(REPO / "tools" / "build_catalog.py"), "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         check=False,
+        cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
     built = (tmp_path / "catalog.csv").read_text(encoding="utf-8")
     assert built == catalog.embedded_path().read_text(encoding="utf-8")
     meta = json.loads((tmp_path / "catalog_meta.json").read_text(encoding="utf-8"))
-    assert meta["sources"] == catalog.embedded().meta["sources"]
+    embedded = catalog.embedded().meta
+    for key in ("sources", "name", "prices_as_of", "rows", "suppliers", "dropped", "provenance"):
+        assert meta[key] == embedded[key], key
 
 
-@pytest.mark.skipif(not SHARED_OFFERS.is_file(), reason="the shared offers.csv is not here")
+def test_build_tool_takes_another_as_of_date(tmp_path: Path) -> None:
+    args = [sys.executable, str(REPO / "tools" / "build_catalog.py"), "--out", str(tmp_path)]
+    done = subprocess.run([*args, "--as-of", "2027-01-15"], capture_output=True, check=False)
+    assert done.returncode == 0
+    meta = json.loads((tmp_path / "catalog_meta.json").read_text(encoding="utf-8"))
+    assert meta["prices_as_of"] == "2027-01-15"
+    done = subprocess.run([*args, "--as-of", "soon"], capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and "YYYY-MM-DD" in done.stderr
+
+
 def test_offers_csv_as_a_user_catalog_equals_the_embedded_catalog() -> None:
     """One canonicalization for both: the build tool and --catalog use parse_row."""
-    user = catalog.load_user_catalog(SHARED_OFFERS)
+    user = catalog.load_user_catalog(OFFERS)
     assert user.offers == catalog.embedded().offers
     assert user.meta["dropped"] == catalog.embedded().meta["dropped"]
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Build the embedded offer catalog from the transcribed supplier catalog.
 
-    python3 tools/build_catalog.py [OFFERS_CSV] [--out DIR]
-        (default: ../shared/catalog/offers.csv, written into nodus_cli/data)
+    python3 tools/build_catalog.py [OFFERS_CSV] [--out DIR] [--as-of YYYY-MM-DD]
+        (default: tools/catalog/offers.csv, written into nodus_cli/data)
 
-Reads OFFERS_CSV (see shared/catalog/SOURCES.md) and writes nodus_cli/data/catalog.csv and
-nodus_cli/data/catalog_meta.json (sources, commits, date, dropped rows). Each row goes
+Reads OFFERS_CSV (provenance: tools/catalog/SOURCES.md) and writes nodus_cli/data/catalog.csv
+and nodus_cli/data/catalog_meta.json (sources, commits, the date the prices are as of, a
+short display name, dropped rows). Each row goes
 through ``nodus_cli.catalog.parse_row``, the same code that loads a ``--catalog`` file, so
 the embedded catalog and a user catalog canonicalize GPU spellings identically: family
 names from nodus_cli/data/gpus.json, memory from the model variant (never a supplier's
@@ -28,9 +29,21 @@ sys.path.insert(0, str(REPO))
 from nodus_cli import catalog, gpus  # noqa: E402
 
 DATA = REPO / "nodus_cli" / "data"
+OFFERS = REPO / "tools" / "catalog" / "offers.csv"
+#: The day tools/catalog/offers.csv was transcribed from its sources: what the embedded
+#: prices are "as of". Change it together with offers.csv (or pass --as-of).
+PRICES_AS_OF = "2026-12-01"
+AS_OF_NOTE = (
+    "the day these prices were transcribed; the source files carry commits, not dates, "
+    "so no earlier date can be given"
+)
 SNAPSHOT_NOTE = (
     "prices transcribed from skypilot-org/skypilot-catalog at the commits listed; "
     "the files carry no date"
+)
+PROVENANCE = (
+    "tools/catalog/SOURCES.md in the nodus source repository: for each supplier the "
+    "repository, path and commit read, what was kept and each source's quirks"
 )
 
 
@@ -64,14 +77,24 @@ def fmt(x: float | None) -> str:
 def main(argv: list[str]) -> int:
     args = list(argv[1:])
     out_dir = DATA
-    if "--out" in args:
-        at = args.index("--out")
-        if at + 1 >= len(args):
-            print("--out needs a folder", file=sys.stderr)
-            return 2
-        out_dir = Path(args[at + 1])
-        del args[at : at + 2]
-    src = Path(args[0]) if args else REPO.parent / "shared" / "catalog" / "offers.csv"
+    as_of = PRICES_AS_OF
+    for flag in ("--out", "--as-of"):
+        if flag in args:
+            at = args.index(flag)
+            if at + 1 >= len(args):
+                print(f"{flag} needs a value", file=sys.stderr)
+                return 2
+            if flag == "--out":
+                out_dir = Path(args[at + 1])
+            else:
+                as_of = args[at + 1]
+                try:
+                    datetime.date.fromisoformat(as_of)
+                except ValueError:
+                    print(f"--as-of {as_of!r}: write a date as YYYY-MM-DD", file=sys.stderr)
+                    return 2
+            del args[at : at + 2]
+    src = Path(args[0]) if args else OFFERS
     clashes = spelling_clashes(DATA / "gpus.json")
     if clashes:
         print("gpus.json: spellings that name two families:", *clashes, sep="\n  ", file=sys.stderr)
@@ -133,15 +156,25 @@ def main(argv: list[str]) -> int:
                     fmt(o.price_per_hour),
                     fmt(o.spot_price_per_hour),
                     o.arch,
+                    catalog.HOST_SIZE_MINIMUM_VALUE if o.size_is_minimum else "",
                 ]
             )
+    cpu_only = sum(1 for o in out if o.gpu is None)
     meta = {
-        "built_from": "shared/catalog/offers.csv",
+        "name": f"nodus embedded catalog, {len(suppliers)} suppliers",
+        "built_from": "tools/catalog/offers.csv",
+        "provenance": PROVENANCE,
         "rows": len(out),
+        "cpu_only_rows": cpu_only,
         "suppliers": dict(sorted(suppliers.items(), key=lambda kv: (-kv[1], kv[0]))),
         "dropped": dict(dropped),
+        "host_size_minimum": {
+            s: why for s, why in catalog.HOST_SIZE_MINIMUM.items() if s in suppliers
+        },
         "sources": [sources[s] for s in sorted(sources)],
         "snapshot_note": SNAPSHOT_NOTE,
+        "prices_as_of": as_of,
+        "as_of_note": AS_OF_NOTE,
         "built_at": datetime.date.today().isoformat(),
     }
     (out_dir / "catalog_meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")

@@ -4,13 +4,22 @@ Human output is plain text written directly (no rich), like ``nodus validate``: 
 is interactive and its start-up cost is part of the experience. Tables are never
 wrapped or truncated, so every supplier, machine ID and region stays readable (and
 greppable) whatever the terminal width.
+
+Planned against a catalog, the header names it and the date of its prices ("embedded
+catalog (prices as of DATE)"), and the plan warns (``warnings`` in ``--json``) when those
+prices are older than ``[catalog] max_age_days`` (default 30), naming the command that
+refreshes them. The configured ``[limits] max_price_per_hour`` is applied by the planner
+and shown in the header (``limits`` in ``--json``).
 """
 
 from __future__ import annotations
 
 import sys
+from datetime import datetime
+from typing import Any
 
-from nodus_cli import cuda, inventory
+from nodus_cli import catalog, cuda, inventory
+from nodus_cli.catalog import Catalog
 from nodus_cli.output import Writer, gpu_text, money
 from nodus_cli.planner import BASIS_RUNTIME, CHECKS, Candidate, Plan, StagePlan, plan_workload
 from nodus_cli.problems import NodusError
@@ -42,10 +51,55 @@ def load_valid(file: str) -> Workload:
 
 def make_plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, str]:
     """The plan of a workload file and a description of the inventory it was planned on."""
+    plan, inv = _plan(file, target, catalog_path)
+    return plan, inv.describe()
+
+
+def _plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, inventory.Inventory]:
     workload = load_valid(file)
     inv = inventory.for_target(target, catalog_path)
     plan = plan_workload(workload, inv.offers, target=target, history=inv.history(workload))
-    return plan, inv.describe()
+    if inv.catalog is not None:
+        warning = stale_warning(inv.catalog)
+        if warning:
+            plan.warnings.append(warning)
+    return plan, inv
+
+
+def stale_warning(cat: Catalog, now: datetime | None = None) -> str | None:
+    """Words for prices older than ``[catalog] max_age_days``, or None when they are not."""
+    from nodus_cli import config
+
+    age = cat.age_days(now)
+    limit = config.catalog().max_age_days
+    if age is None or age <= limit:
+        return None
+    days = f"{age:.0f} day{'' if round(age) == 1 else 's'}" if age >= 1 else f"{age * 24:.1f} h"
+    what = f"the prices in use ({cat.label}) are {days} old, more than max_age_days = {limit:g}"
+    if cat.kind == catalog.USER_FILE:
+        return (
+            f"{what}: refresh {cat.path}, or drop {cat.chosen_by} and run "
+            "`nodus catalog update` to fetch current prices"
+        )
+    return f"{what}: run `nodus catalog update` to fetch current prices"
+
+
+def catalog_json(cat: Catalog, now: datetime | None = None) -> dict[str, Any]:
+    from nodus_cli import config
+
+    age = cat.age_days(now)
+    limit = config.catalog().max_age_days
+    return {
+        "name": cat.name,
+        "kind": cat.kind,
+        "label": cat.label,
+        "path": cat.path,
+        "chosen_by": cat.chosen_by,
+        "prices_as_of": cat.meta.get("prices_as_of"),
+        "age_days": round(age, 3) if age is not None else None,
+        "max_age_days": limit,
+        "stale": age is not None and age > limit,
+    }
 
 
 def run(file: str, target: str, catalog_path: str | None, top: int, as_json: bool) -> int:
@@ -54,12 +108,14 @@ def run(file: str, target: str, catalog_path: str | None, top: int, as_json: boo
             f"nodus: note: --catalog {catalog_path} is not used by --target local (this "
             "machine); --target catalog plans against it\n"
         )
-    plan, source = make_plan(file, target, catalog_path)
+    plan, inv = _plan(file, target, catalog_path)
+    source = inv.describe()
     if as_json:
         from nodus_cli.output import emit_json
 
         document = plan.as_json()
         document["inventory"] = source
+        document["catalog"] = catalog_json(inv.catalog) if inv.catalog is not None else None
         emit_json(document)
     else:
         out = Writer()
@@ -73,6 +129,10 @@ def requirements_text(r: Requirements) -> str:
     parts = []
     for key, value in r.as_json().items():
         if value is None or (key in ("gpu_count", "gpu_interconnect") and not r.wants_gpu):
+            continue
+        if isinstance(value, bool):
+            if value:
+                parts.append(f"{key} = true")
             continue
         if isinstance(value, str):
             parts.append(f'{key} = "{value}"')
@@ -108,9 +168,19 @@ def describe_requirements(stage: StagePlan) -> str:
 
 def show(plan: Plan, top: int, out: Writer, source: str | None = None) -> None:
     w = plan.workload
-    inv = f" ({source})" if source else ""
-    out.line(f"{out.paint(w.name, 'bold')}: planned against the {plan.target} inventory{inv}")
+    if plan.target == "catalog" and source:
+        against = f"the {source}"
+    else:
+        against = f"the {plan.target} inventory" + (f" ({source})" if source else "")
+    out.line(f"{out.paint(w.name, 'bold')}: planned against {against}")
+    for warning in plan.warnings:
+        out.line(f"{out.paint('warning:', 'yellow')} {warning}")
     out.line(f"requirements: {requirements_text(w.requirements) or 'none'}")
+    if plan.ceiling is not None:
+        out.line(
+            f"price ceiling: {money(plan.ceiling.limit)}/h, {plan.ceiling.source} "
+            "(no workload can raise it)"
+        )
     if w.budget is not None:
         out.line(f"budget: {money(w.budget)} for the whole run (every stage)")
     for note in plan.notes:
