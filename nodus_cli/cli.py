@@ -29,6 +29,7 @@ app.add_typer(swarm_app, name="swarm")
 class Format(StrEnum):
     text = "text"
     github = "github"
+    json = "json"
 
 
 class Target(StrEnum):
@@ -69,15 +70,24 @@ def validate(
     paths: Annotated[
         list[str], typer.Argument(metavar="PATH...", help="Workload files or folders (*.toml).")
     ],
-    as_json: JsonOpt = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document on stdout (--format json).")
+    ] = False,
     fmt: Annotated[
-        Format, typer.Option("--format", help="text, or github for Actions annotations.")
+        Format,
+        typer.Option(
+            "--format", help="text, github (Actions annotations) or json (same as --json)."
+        ),
     ] = Format.text,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Warnings count as errors: exit 1 on any warning.")
+    ] = False,
 ) -> None:
     """Check workload files; exit 0 when all are valid, 1 when any is invalid."""
     from nodus_cli.commands import validate as command
 
-    raise typer.Exit(command.run(paths, as_json, fmt.value))
+    chosen = "json" if as_json else fmt.value
+    raise typer.Exit(command.run(paths, chosen, strict))
 
 
 @app.command()
@@ -115,36 +125,65 @@ def plan(
     raise typer.Exit(command.run(file, target.value, catalog, top, as_json))
 
 
+RetriesOpt = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        max=10,
+        help="Re-run a task the machine failed (engine lost, node gone), never one that "
+        "exited by itself; same GPU model and count.",
+    ),
+]
+DetachOpt = Annotated[
+    bool,
+    typer.Option("--detach", "-d", help="Start it in the background and print the run id."),
+]
+
+
 @app.command()
 def run(
     file: Annotated[str, typer.Argument(metavar="FILE", help="The workload file.")],
     target: Annotated[
         Target | None,
-        typer.Option(help="Where to run: local (default) or swarm; --dry-run plans the catalog."),
+        typer.Option(help="Where to run: local (default) or swarm."),
     ] = None,
     catalog: CatalogOpt = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Plan only, like `nodus plan`.")
+        bool,
+        typer.Option("--dry-run", help="Plan against the target it would run on; run nothing."),
     ] = False,
-    detach: Annotated[
-        bool, typer.Option("--detach", "-d", help="Start it and print the run id.")
-    ] = False,
-    retries: Annotated[
-        int, typer.Option(min=0, max=10, help="Re-run a stage after an infrastructure failure.")
-    ] = 0,
+    detach: DetachOpt = False,
+    retries: RetriesOpt = 0,
+    env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--env",
+            "-e",
+            metavar="NAME[=VALUE]",
+            help="Add to every stage's environment: NAME passes this environment's value "
+            "(never stored), NAME=VALUE a literal. Repeatable.",
+        ),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            metavar="DIR",
+            help="Copy the work folder's contents to DIR/RUN_ID after the run (output_dir).",
+        ),
+    ] = None,
     top: Annotated[int, typer.Option(help="Candidates shown per stage with --dry-run.")] = 5,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the workload: each stage as a container with exactly the GPUs asked for."""
-    if dry_run:  # SPEC: `run --dry-run` equals `plan`, including its default target
+    chosen = (target or Target.local).value
+    if dry_run:  # plans against the target `run` would use
         from nodus_cli.commands import plan as planning
 
-        chosen = (target or Target.catalog).value
         raise typer.Exit(planning.run(file, chosen, catalog, top, as_json))
     from nodus_cli.commands import run as command
 
-    chosen = (target or Target.local).value
-    raise typer.Exit(command.run(file, chosen, catalog, detach, retries, as_json))
+    raise typer.Exit(command.run(file, chosen, catalog, detach, retries, as_json, env, output))
 
 
 @app.command()
@@ -152,11 +191,11 @@ def rerun(
     run_id: Annotated[
         str, typer.Argument(metavar="RUN_ID", help="A recorded run (see `nodus runs`).")
     ],
-    detach: Annotated[bool, typer.Option("--detach", "-d")] = False,
-    retries: Annotated[int, typer.Option(min=0, max=10)] = 0,
+    detach: DetachOpt = False,
+    retries: RetriesOpt = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run a recorded run again from its normalized workload."""
+    """Run a recorded run again from its normalized workload (${NAME} resolved anew)."""
     from nodus_cli.commands import run as command
 
     raise typer.Exit(command.rerun(run_id, detach, retries, as_json))
@@ -164,26 +203,70 @@ def rerun(
 
 @app.command()
 def runs(
-    limit: Annotated[int, typer.Option(help="How many runs to show.")] = 20,
+    run_id: Annotated[
+        str | None,
+        typer.Argument(metavar="[RUN_ID]", help="Show one run: its stages and every item."),
+    ] = None,
+    top: Annotated[
+        int, typer.Option("--top", "--limit", "-n", help="How many runs to show (newest first).")
+    ] = 20,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column, in full.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Recorded runs, newest first."""
+    """Recorded runs, newest first; or one run in detail."""
     from nodus_cli.commands import runs as command
 
-    raise typer.Exit(command.list_runs(limit, as_json))
+    raise typer.Exit(command.list_runs(top, as_json, run_id, wide))
 
 
 @app.command()
 def logs(
     run_id: Annotated[
-        str, typer.Argument(metavar="RUN_ID", help="A recorded run (a unique prefix is enough).")
+        str | None,
+        typer.Argument(
+            metavar="[RUN_ID]", help="A recorded run (a unique prefix); default: the newest."
+        ),
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until the run ends.")
+    ] = False,
+    stage: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Only this stage's lines.")
+    ] = None,
+    item: Annotated[
+        int | None, typer.Option(metavar="N", help="Only item N of a fan-out stage.")
+    ] = None,
+    tail: Annotated[
+        int | None, typer.Option(metavar="N", help="Only the last N lines (then follow).")
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="JSON lines: one object per line (time, stage, item, stream, text).",
+        ),
+    ] = False,
+) -> None:
+    """A run's output (stdout, stderr and nodus's own lines)."""
+    from nodus_cli.commands import runs as command
+
+    raise typer.Exit(command.show_logs(run_id, as_json, follow, stage, item, tail))
+
+
+@app.command()
+def stop(
+    run_ids: Annotated[
+        list[str], typer.Argument(metavar="RUN_ID...", help="Runs to stop (unique prefixes).")
     ],
     as_json: JsonOpt = False,
 ) -> None:
-    """A recorded run's output."""
+    """Stop running runs: remove their containers or services, free their GPUs.
+
+    Exit 0 when it stopped something, 1 when no run named was running, 2 for an unknown id.
+    """
     from nodus_cli.commands import runs as command
 
-    raise typer.Exit(command.show_logs(run_id, as_json))
+    raise typer.Exit(command.stop_runs(run_ids, as_json))
 
 
 @app.command()

@@ -1,26 +1,38 @@
-"""The container a stage becomes: one spec shared by the local and the Swarm targets.
+"""The container a task becomes: one spec shared by the local and the Swarm targets.
 
-Resources follow SPEC 2.1: ``cpu`` CPUs, ``memory_gb`` GiB of memory (2 GiB per CPU when
-omitted) with /dev/shm inside that limit, exactly the GPUs chosen, labels tying the
-container to its run, never privileged, and no host path but the run's shared folder.
+Resources: ``cpu`` CPUs, ``memory_gb`` GiB of memory (2 GiB per CPU when omitted) with
+/dev/shm inside that limit, exactly the GPUs chosen, labels tying the container to its
+run, never privileged, no new privileges, and no host path but the run's shared folder
+and the ``mounts`` the workload asked for.
+
+What runs: a ``command`` string always runs via ``/bin/sh -c`` (it replaces the image's
+ENTRYPOINT, so an image with an ENTRYPOINT does not receive ``/bin/sh -c ...`` as its
+arguments); a ``command`` list is given to the image's ENTRYPOINT, as ``docker run IMAGE
+ARGS...`` does; ``entrypoint`` replaces the ENTRYPOINT (``[]`` clears it).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodus_cli.workload import Stage
+from nodus_cli.workload import Mount, Port
+
+if TYPE_CHECKING:
+    from nodus_cli.targets.base import Task
 
 GIB = 1024**3
 WORK_DIR_IN_CONTAINER = "/nodus/work"
 LABEL_RUN = "nodus.run"
 LABEL_STAGE = "nodus.stage"
+LABEL_ITEM = "nodus.item"
 LABEL_WORKLOAD = "nodus.workload"
 #: The GPU UUIDs a local container holds, comma-separated: the machine-wide record of
 #: which GPUs are taken (by any nodus run, whatever its NODUS_HOME).
 LABEL_GPUS = "nodus.gpus"
+#: On a container that shares its GPU: the GPU memory (GB) it may use there.
+LABEL_GPU_SHARE = "nodus.gpu_share_gb"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 
 
@@ -28,6 +40,9 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 class ContainerSpec:
     name: str
     image: str
+    #: Replaces the image's ENTRYPOINT when not None (``[""]`` clears it, as docker's CLI).
+    entrypoint: list[str] | None
+    #: Replaces the image's CMD when not None.
     command: list[str] | None
     env: dict[str, str]
     cpus: float
@@ -37,6 +52,8 @@ class ContainerSpec:
     gpu_count: int = 0
     gpu_uuids: tuple[str, ...] = ()
     work_dir_host: str | None = None
+    mounts: tuple[Mount, ...] = ()
+    ports: tuple[Port, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -44,59 +61,78 @@ class ContainerSpec:
         return int(self.cpus * 1e9)
 
 
-def memory_bytes(stage: Stage) -> int:
-    req = stage.requirements
-    gib = req.memory_gb if req.memory_gb else 2.0 * req.cpu
+def memory_bytes(cpu: float, memory_gb: float | None) -> int:
+    gib = memory_gb if memory_gb else 2.0 * cpu
     return int(gib * GIB)
 
 
-def container_name(run_id: str, stage: str) -> str:
-    return _UNSAFE.sub("-", f"nodus-{run_id}-{stage}")[:63].rstrip("-.")
+def container_name(task: Task) -> str:
+    base = f"nodus-{task.run_id}-{task.stage.name}"
+    if task.item is not None:
+        base += f"-{task.item.index}"
+    return _UNSAFE.sub("-", base)[:63].rstrip("-.")
+
+
+def invocation(task: Task) -> tuple[list[str] | None, list[str] | None]:
+    """(ENTRYPOINT, CMD) the container gets; None keeps the image's."""
+    stage = task.stage
+    if stage.shell and stage.command is not None:
+        # The whole "/bin/sh -c TEXT" replaces the entrypoint, whatever the image has.
+        return list(stage.command), None
+    entrypoint = stage.entrypoint
+    if entrypoint is not None and not entrypoint:
+        entrypoint = [""]  # what `docker run --entrypoint ""` sends: no entrypoint
+    command = list(stage.command) if stage.command is not None else None
+    return (list(entrypoint) if entrypoint is not None else None), command
 
 
 def spec_for(
-    stage: Stage,
-    run_id: str,
-    workload_name: str,
+    task: Task,
     gpu_uuids: tuple[str, ...] = (),
     work_dir_host: str | None = None,
+    work_dir: str | None = WORK_DIR_IN_CONTAINER,
 ) -> ContainerSpec:
-    memory = memory_bytes(stage)
-    env = dict(stage.env)
-    env["NODUS_RUN_ID"] = run_id
-    env["NODUS_STAGE"] = stage.name
-    if work_dir_host is not None:
-        env["NODUS_WORK_DIR"] = WORK_DIR_IN_CONTAINER
+    stage = task.stage
+    req = stage.requirements
+    memory = memory_bytes(req.cpu, req.memory_gb)
     labels = {
-        LABEL_RUN: run_id,
+        LABEL_RUN: task.run_id,
         LABEL_STAGE: stage.name,
-        LABEL_WORKLOAD: workload_name[:200],
+        LABEL_WORKLOAD: task.workload[:200],
     }
+    if task.item is not None:
+        labels[LABEL_ITEM] = str(task.item.index)
     if gpu_uuids:
         labels[LABEL_GPUS] = ",".join(gpu_uuids)
+        if req.share_gpu and req.peak_memory_gb is not None:
+            labels[LABEL_GPU_SHARE] = f"{req.peak_memory_gb:g}"
+    entrypoint, command = invocation(task)
     return ContainerSpec(
-        name=container_name(run_id, stage.name),
+        name=container_name(task),
         image=stage.image,
-        command=stage.command,
-        env=env,
-        cpus=stage.requirements.cpu,
+        entrypoint=entrypoint,
+        command=command,
+        env=task.environment(work_dir),
+        cpus=req.cpu,
         memory_bytes=memory,
         # /dev/shm is tmpfs charged to the container's memory cgroup: half of the limit
         # leaves room for the process while letting data loaders share tensors.
         shm_bytes=memory // 2,
         labels=labels,
-        gpu_count=stage.requirements.gpu_count,
+        gpu_count=req.gpu_count,
         gpu_uuids=gpu_uuids,
         work_dir_host=work_dir_host,
+        mounts=stage.mounts,
+        ports=stage.ports,
     )
 
 
 def engine_config(spec: ContainerSpec) -> dict[str, Any]:
-    """The Engine-API body of ``POST /containers/create`` for a local stage.
+    """The Engine-API body of ``POST /containers/create`` for a local task.
 
     The whole local container contract in one place: limits, /dev/shm inside the memory
     limit, no swap beyond it, exactly the GPUs chosen (by UUID), never privileged, no new
-    privileges, and no host path but the run's shared folder.
+    privileges, and no host path but the run's shared folder and the workload's mounts.
     """
     host: dict[str, Any] = {
         "NanoCpus": spec.nano_cpus,
@@ -116,15 +152,22 @@ def engine_config(spec: ContainerSpec) -> dict[str, Any]:
                 "Options": {},
             }
         ]
+    mounts: list[dict[str, Any]] = []
     if spec.work_dir_host is not None:
-        host["Mounts"] = [
+        mounts.append(
             {
                 "Type": "bind",
                 "Source": spec.work_dir_host,
                 "Target": WORK_DIR_IN_CONTAINER,
                 "ReadOnly": False,
             }
-        ]
+        )
+    for m in spec.mounts:
+        mounts.append(
+            {"Type": m.type, "Source": m.source, "Target": m.target, "ReadOnly": m.read_only}
+        )
+    if mounts:
+        host["Mounts"] = mounts
     config: dict[str, Any] = {
         "Image": spec.image,
         "Env": [f"{k}={v}" for k, v in spec.env.items()],
@@ -136,6 +179,16 @@ def engine_config(spec: ContainerSpec) -> dict[str, Any]:
         "OpenStdin": False,
         "HostConfig": host,
     }
+    if spec.ports:
+        config["ExposedPorts"] = {f"{p.container}/{p.protocol}": {} for p in spec.ports}
+        bindings: dict[str, list[dict[str, str]]] = {}
+        for p in spec.ports:
+            bindings.setdefault(f"{p.container}/{p.protocol}", []).append(
+                {"HostIp": p.host_ip or "", "HostPort": str(p.host)}
+            )
+        host["PortBindings"] = bindings
+    if spec.entrypoint is not None:
+        config["Entrypoint"] = list(spec.entrypoint)
     if spec.command is not None:
         config["Cmd"] = list(spec.command)
     return config

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from nodus_cli.problems import NodusError
+from nodus_cli.errors import NodusError
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 #: Device requests (GPUs) need API 1.40 (Docker 19.03).
@@ -33,7 +33,11 @@ _HINT = (
 )
 
 
-class EngineUnreachable(Exception):
+class EngineFailure(Exception):
+    """The root of the engine's failures: cleanup code catches this, never ``Exception``."""
+
+
+class EngineUnreachable(EngineFailure):
     """No answer from the engine (socket missing, refused, or the connection dropped)."""
 
     def __init__(self, where: str, reason: str) -> None:
@@ -45,7 +49,7 @@ class EngineUnreachable(Exception):
         return NodusError(str(self), hint=_HINT)
 
 
-class EngineError(Exception):
+class EngineError(EngineFailure):
     """The engine answered with an error status."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -54,7 +58,7 @@ class EngineError(Exception):
         self.message = message
 
 
-class EngineTimeout(Exception):
+class EngineTimeout(EngineFailure):
     """A call with a deadline (a container wait, a silent pull) ran past it."""
 
 
@@ -165,6 +169,17 @@ class Engine:
 
     def api_at_least(self, wanted: tuple[int, int]) -> bool:
         return _parse_version(self.api) >= wanted
+
+    def image_config(self, image: str) -> dict[str, Any]:
+        """The image's ``Config`` (User, Entrypoint, Cmd ...); empty when it is missing."""
+        try:
+            doc = self.call(self.client.inspect_image, image)
+        except EngineError as exc:
+            if exc.status == 404:
+                return {}
+            raise
+        config: dict[str, Any] = (doc or {}).get("Config") or {}
+        return config
 
     def image_present(self, image: str) -> bool:
         return self.tolerate((404,), self.client.inspect_image, image)

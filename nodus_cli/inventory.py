@@ -44,9 +44,7 @@ class Inventory:
 
         try:
             store = records.open_store(create=False)
-            if store is None:
-                return no_history
-            return store.runtime_lookup(records.fingerprint(workload))
+            return records.runtime_lookup(store, records.fingerprint(workload))
         except (NodusError, sqlite3.Error, OSError):
             return no_history
 

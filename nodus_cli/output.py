@@ -32,6 +32,19 @@ def error_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def safe(text: str, newlines: bool = True) -> str:
+    """Text from a workload or the engine, fit for a terminal: control characters (an
+    escape sequence in a workload name, say) are shown escaped, never interpreted."""
+    if not newlines:
+        text = text.replace("\n", "\\n").replace("\t", "\\t")
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
 def emit_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
@@ -41,9 +54,9 @@ def fail(message: str, hint: str | None = None) -> None:
     from rich.markup import escape
 
     err = error_console()
-    err.print(f"[bold red]error:[/] {escape(message)}")
+    err.print(f"[bold red]error:[/] {escape(safe(message))}")
     if hint:
-        err.print(f"[dim]hint:[/] {escape(hint)}")
+        err.print(f"[dim]hint:[/] {escape(safe(hint))}")
 
 
 # -- plain text: aligned columns and ANSI colour without rich's start-up cost ---------

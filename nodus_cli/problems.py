@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from nodus_cli.errors import NodusError
+
+__all__ = ["NodusError", "Problem", "Severity"]
+
 Severity = Literal["error", "warning"]
 
 
@@ -28,15 +32,3 @@ class Problem:
         key = f"{self.loc}: " if self.loc else ""
         return f"{where}: {self.severity}: {key}{self.message}"
 
-
-class NodusError(Exception):
-    """An error the user can act on: printed as a message, never as a traceback.
-
-    ``exit_code`` follows SPEC: 1 invalid input, 2 wrong invocation, 3 nothing eligible.
-    """
-
-    def __init__(self, message: str, exit_code: int = 1, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.exit_code = exit_code
-        self.hint = hint

@@ -1,61 +1,78 @@
-"""Running a workload on the local Docker engine, stage by stage, and recording it.
+"""The one run loop: every stage of a run, on any target, with one policy.
 
-Everything that could refuse the run (this machine lacks the GPUs, they are held by
-another nodus run, the engine is down, the image cannot be had) is checked before the
-first container starts. While a stage runs, its output streams live with the stage
-name (the container's stdout to stdout, its stderr to stderr); a failure stops later
-stages; Ctrl-C or SIGTERM removes every container the run started and records the run
-``cancelled`` (exit 130 or 143); the budget stops the run when its cost reaches it and
-records ``budget_exhausted`` (exit 4).
+:class:`Runner` owns the policy; a :class:`~nodus_cli.targets.base.Target` only runs
+one task and stops it when told. The policy, the same for every target:
 
-Exit codes of ``nodus run`` (local target): the failing stage's own exit code (0 when
-every stage succeeded); 126/127 when a stage's command cannot be started (as
-``docker run``); 1 when nodus could not run it (engine lost, image missing); 3 when this
-machine cannot run a stage; 4 when the budget stopped the run; 128 + signal when it
-was cancelled.
+- **Order.** Stages run in file order; a stage that does not succeed ends the run and
+  the later ones are recorded ``skipped``.
+- **Tasks.** A stage is one task; a fan-out stage (``[map]``) is one task per item, run
+  at once as far as the target's capacity and ``parallel`` allow. One task failing does
+  not stop the others; the stage fails when any task failed after its retries.
+- **Budget, on one clock.** Cost accrues from the moment a task runs (the driver's
+  monotonic clock) at the price the target reports for it. Before each task starts and
+  while tasks run, the budget (and the spending limits) are checked; when the cost
+  reaches it, nothing new starts, running tasks are stopped, and the run ends
+  ``budget_exhausted`` (exit 4).
+- **Retries.** ``retries`` re-runs a task that the *target* failed (engine lost, node
+  gone), with the same GPU model and count; never a task that exited by itself, ran out
+  of memory, or was killed from outside nodus (a decision, not a failure).
+- **Signals.** SIGINT or SIGTERM stops every running task, removes what the run started
+  and records it ``cancelled`` (exit 128 + the signal); a second signal during that
+  clean-up is noted and changes nothing.
+- **Records.** The record says ``pending`` until a task runs, then ``running``; each
+  stage (and each task of a fan-out stage) is recorded as it starts and ends; a crash
+  of nodus itself records the run ``failed`` with the reason, then re-raises.
+- **Output.** Every line, and every status line, goes to the run's log (JSON lines) and
+  to the sink (a terminal, or nothing for a background run).
 
-GPUs: a stage gets exactly the GPUs chosen (by UUID) among this machine's GPUs of the
-planned model, never another model. Which GPUs are taken is read from the engine
-(running containers labelled ``nodus.gpus``), under a machine-wide lock held from the
-choice until the container exists, so two nodus runs never get the same GPU.
-
-Recovery: ``--retries N`` re-runs a stage whose container was killed from outside the
-workload (a ``kill`` event the run did not send: an operator, the engine) or whose
-engine went away, with the same GPU model and count (the same GPUs when still free).
-A non-zero exit of the workload itself, an out-of-memory kill included, is not retried.
+Exit codes: the failing stage's own exit code (0 when every stage succeeded); 126/127
+when a command cannot be started; 4 when the budget stopped it; 128 + signal when
+cancelled; a :class:`~nodus_cli.errors.NodusError`'s own code when nodus cannot go on.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
+import queue
 import signal
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import Any, Literal, Protocol
 
-from nodus_cli import config, engine, localhost
-from nodus_cli.containers import LABEL_GPUS, LABEL_RUN, ContainerSpec, engine_config, spec_for
-from nodus_cli.planner import Plan, RuntimeLookup, no_history, plan_workload
-from nodus_cli.problems import NodusError
-from nodus_cli.records import RunRecord, RunStore, StageRecord, fingerprint, now_iso
+from nodus_cli.errors import EXIT_BUDGET, NodusError
+from nodus_cli.records import (
+    RunRecord,
+    RunStatus,
+    RunStore,
+    StageRecord,
+    StageStatus,
+    StoreError,
+    TaskRecord,
+    now_iso,
+)
+from nodus_cli.records.logs import Stream
+from nodus_cli.targets.base import (
+    Item,
+    Started,
+    Target,
+    TargetFailure,
+    Task,
+    TaskEnd,
+    TaskState,
+    WorkDir,
+)
+from nodus_cli.workload import Stage, Workload
 
-if TYPE_CHECKING:
-    from nodus_cli.catalog import Offer
-    from nodus_cli.gpu_usage import UsageReport
-    from nodus_cli.workload import Stage, Workload
-
-EXIT_NOT_RUNNABLE = 3
-EXIT_BUDGET = 4
-EXIT_CANCELLED = 130
-#: How long a retry waits for a restarting engine to answer again.
-ENGINE_RETURN_SECONDS = 60.0
-_NOT_FOUND_MARKERS = ("executable file not found", "no such file or directory")
+#: How often the loop wakes while tasks run: stop requests, cost records, progress.
+TICK = 0.25
+#: How often the running cost is written to the records (spending limits read it).
+COST_EVERY = 2.0
+#: Task records of a fan-out stage are written in batches at most this often.
+FLUSH_EVERY = 0.5
 
 
 class Cancelled(BaseException):
@@ -66,634 +83,742 @@ class Cancelled(BaseException):
         self.signum = signum
 
 
-class InfrastructureFailure(Exception):
-    """The engine failed the stage (not the workload's own exit): worth a retry."""
-
-    def __init__(self, message: str, exit_code: int | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-@dataclass(slots=True)
-class Prepared:
-    workload: Workload
-    plan: Plan
-    local_gpus: list[localhost.LocalGpu]
-    price_per_hour: float
-
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
-    status: str
+    status: RunStatus
     exit_code: int
     cost: float
     message: str | None = None
-    usage: list[UsageReport] = field(default_factory=list)
+    work_dir: WorkDir | None = None
+    #: What could not be recorded (a full disk): the outcome above is still true.
+    unrecorded: str | None = None
 
 
-# -- before anything starts ------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A fan-out stage's tasks so far (for a progress bar)."""
+
+    stage: str
+    total: int
+    done: int
+    running: int
+    failed: int
+    elapsed: float
+    cost: float
+
+    @property
+    def left(self) -> int:
+        return self.total - self.done - self.failed - self.running
 
 
-def prepare(workload: Workload, history: RuntimeLookup | None = None) -> Prepared:
-    """Plan against this machine; refuse before anything starts when it cannot run a stage.
+class Sink(Protocol):
+    """Where a run's output is shown as it happens (the log gets it regardless)."""
 
-    The driver is asked for GPUs only when a stage requests one.
-    """
-    wants_gpu = any(s.requirements.wants_gpu for s in workload.stages)
-    found = localhost.query_gpus() if wants_gpu else []
-    offers = localhost.offers(found)
-    plan = plan_workload(workload, offers, target="local", history=history or no_history)
-    for stage_plan in plan.stages:
-        if not stage_plan.feasible:
-            base = offers[0]
-            why = (stage_plan.explanation or "no eligible configuration").replace(
-                " in this inventory", " on this machine"
-            )
-            gpus = f"{localhost.describe(found)}, " if wants_gpu else ""
-            raise NodusError(
-                f"this machine cannot run stage {stage_plan.name!r}: {why}.\n"
-                f"This machine has {gpus}{base.vcpus:g} CPUs, "
-                f"{base.memory_gb:g} GB memory, {base.disk_gb or 0:g} GB free disk.",
-                exit_code=EXIT_NOT_RUNNABLE,
-                hint="`nodus plan FILE` shows the configurations elsewhere that could run it",
-            )
-    return Prepared(workload, plan, found, config.local().price_per_hour)
+    def output(self, stage: str, item: int | None, stream: Stream, text: str) -> None: ...
+
+    def status(self, text: str) -> None: ...
+
+    def progress(self, progress: Progress) -> None: ...
+
+    def close(self) -> None: ...
 
 
-def gpus_in_use(eng: engine.Engine) -> dict[str, str]:
-    """GPU UUIDs held by nodus containers on this engine (any NODUS_HOME), -> run id."""
-    held: dict[str, str] = {}
-    containers = eng.containers(
-        {"label": [LABEL_GPUS], "status": ["created", "running", "restarting", "paused"]}
-    )
-    for c in containers:
-        labels = c.get("Labels") or {}
-        for uuid in (labels.get(LABEL_GPUS) or "").split(","):
-            if uuid:
-                held[uuid] = labels.get(LABEL_RUN, "another container")
-    return held
+class NullSink:
+    """Shows nothing: a background run, or the Python API (the log keeps it all)."""
+
+    def output(self, stage: str, item: int | None, stream: Stream, text: str) -> None:
+        pass
+
+    def status(self, text: str) -> None:
+        pass
+
+    def progress(self, progress: Progress) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
-def _candidates(prepared: Prepared, stage: Stage) -> tuple[Offer, list[localhost.LocalGpu]]:
-    """The planned offer of a GPU stage and this machine's GPUs that fit it."""
-    offer = _offer_for(prepared.plan, stage)
-    req = stage.requirements
-    matching = [
-        g
-        for g in prepared.local_gpus
-        if g.family is not None
-        and g.family == offer.gpu
-        and (req.peak_memory_gb is None or g.nominal_memory_gb >= req.peak_memory_gb)
-    ]
-    return offer, matching
+class Allowance(Protocol):
+    """Spending limits across runs: how much this run may still spend, and which limit."""
+
+    def left(self, run_cost: float) -> tuple[float, str] | None: ...
 
 
-def check_gpus_free(prepared: Prepared, eng: engine.Engine) -> None:
-    """Refuse now, before recording or starting anything, when another run holds the GPUs."""
-    gpu_stages = [s for s in prepared.workload.stages if s.requirements.wants_gpu]
-    if not gpu_stages:
-        return
-    try:
-        busy = gpus_in_use(eng)
-    except engine.EngineUnreachable as exc:
-        raise exc.as_nodus_error() from None
-    except (engine.EngineError, engine.EngineTimeout):
-        return  # the run itself will say what is wrong with the engine
-    for stage in gpu_stages:
-        offer, matching = _candidates(prepared, stage)
-        _pick(stage, offer, matching, busy, ())
+# -- the loop's own state ----------------------------------------------------------------
+
+Halt = Literal["budget", "cancelled", "error"]
 
 
-def _pick(
-    stage: Stage,
-    offer: Offer,
-    matching: list[localhost.LocalGpu],
-    busy: dict[str, str],
-    prefer: tuple[str, ...],
-) -> tuple[str, ...]:
-    need = stage.requirements.gpu_count
-    free = [g for g in matching if g.uuid not in busy]
-    if len(free) < need:
-        holders = sorted({busy[g.uuid] for g in matching if g.uuid in busy})
-        held = len(matching) - len(free)
-        raise NodusError(
-            f"stage {stage.name!r} needs {need}× {offer.gpu}; this machine has "
-            f"{len(matching)} that fit, {held} of them in use by nodus run(s) "
-            f"{', '.join(holders)}; {len(free)} free",
-            exit_code=EXIT_NOT_RUNNABLE,
-            hint="wait for that run to finish (`nodus runs`), or stop it",
-        )
-    free_ids = {g.uuid for g in free}
-    if prefer and len(prefer) == need and all(u in free_ids for u in prefer):
-        return prefer  # a retry keeps its GPUs when they are still free
-    return tuple(g.uuid for g in sorted(free, key=lambda g: g.index)[:need])
+@dataclass(slots=True)
+class _Running:
+    task: Task
+    started: float | None = None  # monotonic, when the target said it runs
+    rate: float = 0.0  # USD per hour
+    info: Started | None = None
+    submitted_at: str | None = None
 
 
-def _offer_for(plan: Plan, stage: Stage) -> Offer:
-    for stage_plan in plan.stages:
-        if stage_plan.name == stage.name and stage_plan.selected is not None:
-            return stage_plan.selected.offer
-    raise NodusError(f"stage {stage.name!r} has no configuration on this machine")
+@dataclass(slots=True)
+class _Stage:
+    """One stage under way: its record, and its tasks' records for a fan-out stage."""
+
+    index: int
+    stage: Stage
+    record: StageRecord
+    tasks: dict[int, TaskRecord] = field(default_factory=dict)
+    dirty: dict[int, TaskRecord] = field(default_factory=dict)
+    flushed: float = 0.0
+    t0: float = 0.0
+    failed: list[int] = field(default_factory=list)
+    cost: float = 0.0
 
 
-@contextlib.contextmanager
-def gpu_lock() -> Iterator[None]:
-    """Serialize GPU hand-out across every nodus process on this machine."""
-    import fcntl
+class _Context:
+    """What a task is handed (:class:`~nodus_cli.targets.base.TaskContext`)."""
 
-    path = Path(os.environ.get("TMPDIR") or "/tmp") / "nodus-gpus.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        with contextlib.suppress(OSError):
-            os.fchmod(fd, 0o666)  # other users' nodus must be able to take it too
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+    def __init__(self, runner: Runner, task: Task) -> None:
+        self.runner = runner
+        self.task = task
+
+    def say(self, message: str) -> None:
+        self.runner.say(message, self.task.stage.name, self._item)
+
+    def emit(self, stream: Literal["stdout", "stderr"], text: str) -> None:
+        self.runner.emit(self.task.stage.name, self._item, stream, text)
+
+    def submitted(self, note: str | None = None) -> None:
+        self.runner.events.put(("submitted", self.task, note))
+
+    def waiting(self, message: str) -> None:
+        self.runner.events.put(("waiting", self.task, message))
+
+    def started(self, info: Started) -> None:
+        self.runner.events.put(("started", self.task, (info, time.monotonic())))
+
+    @property
+    def _item(self) -> int | None:
+        return self.task.item.index if self.task.item is not None else None
 
 
-# -- the run ---------------------------------------------------------------------------
-
-
-class LocalRunner:
-    """Runs one prepared workload; ``out``/``err`` receive the live, stage-prefixed output."""
+class Runner:
+    """Runs one recorded, prepared workload on one target; see the module docstring."""
 
     def __init__(
         self,
-        prepared: Prepared,
+        target: Target,
         store: RunStore,
-        eng: engine.Engine,
         record: RunRecord,
-        out: IO[str],
-        status: Callable[[str], None],
+        workload: Workload,
+        plan: Any,
+        env: Mapping[str, Mapping[str, str]],
+        *,
         retries: int = 0,
-        err: IO[str] | None = None,
+        sink: Sink | None = None,
+        allowance: Allowance | None = None,
+        copy_to: Path | None = None,
     ) -> None:
-        self.p = prepared
+        self.target = target
         self.store = store
-        self.engine = eng
         self.record = record
-        self.out = out
-        self.err = err if err is not None else out
-        self.status = status
+        self.workload = workload
+        self.plan = plan
+        self.env = env
         self.retries = retries
-        self.cost = 0.0
-        self.usage: list[UsageReport] = []
-        self.work_dir = store.root / "work" / record.id
-        self._stop_reason: str | None = None
-        self._stopping = False
-        self._current: tuple[int, StageRecord] | None = None
-        self._attempt_t0: float | None = None  # monotonic start of the attempt under way
+        self.sink: Sink = sink or NullSink()
+        self.allowance = allowance
+        self.copy_to = copy_to
+        self.events: queue.Queue[tuple[str, Task, Any]] = queue.Queue()
+        self.cost = 0.0  # of ended tasks; running ones are added by cost_now()
+        self.running: dict[str, _Running] = {}
+        self._halt: Halt | None = None
+        self._stage: _Stage | None = None  # the stage under way
+        self._halt_reason: str | None = None
+        self._fatal: BaseException | None = None
+        self._is_running = False
+        self._cost_saved = 0.0
+        self._stop_checked = 0.0
+        self._log = store.log_writer(record.id)
         self._write = threading.RLock()  # re-entrant: a signal may land mid-write
-        self._log = store.log_path(record.id).open("a", encoding="utf-8")
+        self._problems: list[str] = []
+
+    # -- output ----------------------------------------------------------------------
+
+    def emit(self, stage: str, item: int | None, stream: Stream, text: str) -> None:
+        with self._write:
+            self._log.write(stage, item, stream, text)
+            with contextlib.suppress(OSError, ValueError):
+                self.sink.output(stage, item, stream, text)
+
+    def say(self, message: str, stage: str | None = None, item: int | None = None) -> None:
+        with self._write:
+            self._log.write(stage, item, "nodus", message)
+            with contextlib.suppress(OSError, ValueError):
+                self.sink.status(message)
+
+    # -- the run ---------------------------------------------------------------------
 
     def execute(self) -> Outcome:
         previous = install_signal_handlers()
         try:
             try:
-                outcome = self._run_stages()
-                _defer_signals()
+                outcome = self._stages()
+                defer_signals()
             except Cancelled as exc:
-                _defer_signals()  # a second Ctrl-C must not interrupt the cleanup
-                self._stopping = True
-                self._remove_run_containers()
-                self._close_current("cancelled", "cancelled; its container was removed")
-                name = signal.Signals(exc.signum).name
-                outcome = Outcome(
-                    "cancelled",
-                    128 + exc.signum,
-                    self.cost,
-                    f"cancelled by {name}; the run's containers were removed",
-                    self.usage,
-                )
-                self._say(f"cancelled by {name}: removed the run's containers")
+                defer_signals()  # a second Ctrl-C must not interrupt the clean-up
+                outcome = self._cancelled(exc)
             except BaseException as exc:
-                _defer_signals()
-                self._stopping = True
-                self._remove_run_containers()
-                message = exc.message if isinstance(exc, NodusError) else f"internal error: {exc}"
+                defer_signals()
+                self._halt = "error"
+                self._stop_running()
+                message = exc.message if isinstance(exc, NodusError) else f"nodus stopped: {exc!r}"
                 code = exc.exit_code if isinstance(exc, NodusError) else 1
-                self._close_current("failed", message)
-                self._finish(Outcome("failed", code, self.cost, message, self.usage))
+                self.say(f"run failed: {message}")
+                self._end(Outcome(RunStatus.FAILED, code, self.cost_now(), message))
                 raise
-            self._finish(outcome)
-            return outcome
+            return self._end(outcome)
         finally:
             restore_signal_handlers(previous)
             self._log.close()
+            with contextlib.suppress(OSError, ValueError):
+                self.sink.close()
 
-    def _finish(self, outcome: Outcome) -> None:
-        self.store.finish_run(
-            self.record.id, outcome.status, outcome.exit_code, self.cost, outcome.message
+    def _stages(self) -> Outcome:
+        self.target.begin(self.record, self.workload, self.plan)
+        for idx, stage in enumerate(self.workload.stages):
+            spent = self._over_budget()
+            if spent is not None:
+                why = f"{spent} before stage {stage.name!r}"
+                self.say(why)
+                return Outcome(RunStatus.BUDGET_EXHAUSTED, EXIT_BUDGET, self.cost_now(), why)
+            status, code, message = self._run_stage(idx, stage)
+            if self._fatal is not None:
+                raise self._fatal
+            if status == StageStatus.SUCCEEDED:
+                continue
+            if status == StageStatus.BUDGET_EXHAUSTED:
+                return Outcome(RunStatus.BUDGET_EXHAUSTED, EXIT_BUDGET, self.cost_now(), message)
+            if status == StageStatus.CANCELLED:
+                # Stopped from outside while it ran (`nodus stop` on another host).
+                return Outcome(RunStatus.CANCELLED, code, self.cost_now(), message)
+            return Outcome(RunStatus.FAILED, code or 1, self.cost_now(), message)
+        return Outcome(RunStatus.SUCCEEDED, 0, self.cost_now())
+
+    def _cancelled(self, exc: Cancelled) -> Outcome:
+        self._halt = "cancelled"
+        name = signal.Signals(exc.signum).name
+        by = "`nodus stop`" if self._stop_was_requested() else name
+        self._halt_reason = f"cancelled by {by}"
+        self._stop_running()  # _end() then removes whatever is left
+        self.say(f"cancelled by {by}: stopped and removed the run's tasks")
+        return Outcome(
+            RunStatus.CANCELLED,
+            128 + exc.signum,
+            self.cost_now(),
+            f"cancelled by {by}; the run's tasks were removed",
         )
-        shutil.rmtree(self.work_dir, ignore_errors=True)
 
-    def _run_stages(self) -> Outcome:
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.work_dir.chmod(0o777)  # the image's user may not be root
-        budget = self.p.workload.budget
-        for idx, stage in enumerate(self.p.workload.stages):
-            if self._budget_spent():
-                message = (
-                    f"the run's cost ${self.cost:,.4f} reached its budget ${budget:,.2f} "
-                    f"before stage {stage.name!r}"
-                )
-                self._say(message)
-                return Outcome("budget_exhausted", EXIT_BUDGET, self.cost, message, self.usage)
-            code, status = self._run_stage(idx, stage)
-            if status == "budget_exhausted":
-                message = (
-                    f"stage {stage.name!r} stopped: the run's cost reached its budget "
-                    f"${budget or 0:,.2f}"
-                )
-                return Outcome(status, EXIT_BUDGET, self.cost, message, self.usage)
-            if status != "succeeded":
-                message = f"stage {stage.name!r} failed with exit code {code}"
-                if self._stop_reason:
-                    message += f": {self._stop_reason}"
-                return Outcome(status, code or 1, self.cost, message, self.usage)
-        return Outcome("succeeded", 0, self.cost, None, self.usage)
-
-    def _budget_spent(self) -> bool:
-        budget = self.p.workload.budget
-        return budget is not None and self.p.price_per_hour > 0 and self.cost >= budget
-
-    # -- one stage -----------------------------------------------------------------
-
-    def _run_stage(self, idx: int, stage: Stage) -> tuple[int, str]:
-        offer = _offer_for(self.p.plan, stage)
-        price = self.p.price_per_hour
-        attempts = 0
-        uuids: tuple[str, ...] = ()
-        stage_cost = 0.0
-        while True:
-            attempts += 1
-            started = now_iso()
-            t0 = time.monotonic()
-            self._attempt_t0 = t0
-            since = time.time()
-            spec: ContainerSpec | None = None
-            report: UsageReport | None = None
-            try:
-                spec, cid = self._create(idx, stage, offer, attempts, started, uuids)
-                uuids = spec.gpu_uuids
-                if uuids:
-                    from nodus_cli.gpu_usage import Sampler
-
-                    with Sampler(uuids) as sampler:
-                        code, status = self._run_container(cid, spec, stage, t0, since)
-                    report = sampler.report()
-                else:
-                    code, status = self._run_container(cid, spec, stage, t0, since)
-                message = self._stop_reason
-            except InfrastructureFailure as exc:
-                if attempts <= self.retries:
-                    runtime = time.monotonic() - t0
-                    self._attempt_t0 = None
-                    stage_cost += runtime / 3600 * price
-                    self.cost += runtime / 3600 * price
-                    count = stage.requirements.gpu_count
-                    same = f"the same {count}× {offer.gpu} GPU(s)" if count else "no GPU"
-                    self._say(
-                        f"stage {stage.name}: {exc}; retrying with {same} "
-                        f"(attempt {attempts + 1} of {self.retries + 1})"
-                    )
-                    self._recover(spec)
-                    continue
-                code = exc.exit_code if exc.exit_code else 1
-                status, message = "failed", str(exc)
-                self._say(f"stage {stage.name}: {exc}")
-            runtime = time.monotonic() - t0
-            self._attempt_t0 = None
-            stage_cost += runtime / 3600 * price
-            self.cost += runtime / 3600 * price
-            if report is not None:
-                self.usage.append(report)
-            self._save(
-                idx,
-                StageRecord(
-                    stage.name,
-                    status,
-                    code,
-                    started_at=started,
-                    ended_at=now_iso(),
-                    runtime_seconds=runtime,
-                    cost=stage_cost,
-                    config=offer.as_json(),
-                    gpu_uuids=list(uuids),
-                    attempts=attempts,
-                    gpu_report=report.as_json() if report else None,
-                    message=message,
-                ),
+    def _end(self, outcome: Outcome) -> Outcome:
+        """Release the work folder, remove leftovers, record the outcome."""
+        work: WorkDir | None = None
+        try:
+            work = self.target.release(
+                self.record, outcome.status == RunStatus.SUCCEEDED, self.copy_to
             )
-            self._current = None
-            self._say(f"stage {stage.name}: {status} (exit {code}) in {runtime:.1f}s")
-            if report is not None:
-                self._report_usage(stage, report)
-            return code, status
+        except (TargetFailure, NodusError, OSError) as exc:
+            self._problems.append(f"the work directory could not be released: {exc}")
+        if work is not None and work.kind == "copied":
+            self.say(f"outputs copied to {work.path}")
+        elif work is not None and work.kind == "kept":
+            self.say(f"work directory kept: {work.path}" + (f" ({work.note})" if work.note else ""))
+        cleanup_pending = False
+        try:
+            left = self.target.cleanup(self.record.id)
+            cleanup_pending = not left.complete
+        except (TargetFailure, NodusError, OSError) as exc:
+            cleanup_pending = True
+            self._problems.append(f"what the run left could not be removed yet ({exc})")
+        if not self._log.complete:
+            self._problems.append(f"the run's log is incomplete: {self._log.problem}")
+        unrecorded = None
+        try:
+            self.store.finish_run(
+                self.record.id,
+                outcome.status,
+                outcome.exit_code,
+                outcome.cost,
+                outcome.message,
+                output=work.as_json() if work is not None and work.kind != "none" else None,
+            )
+            if cleanup_pending:
+                self.store.set_cleanup_pending(self.record.id, True)
+        except StoreError as exc:
+            unrecorded = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            self._problems.append(
+                f"the outcome ({outcome.status}, exit {outcome.exit_code}) could not be "
+                f"recorded: {unrecorded}"
+            )
+        for problem in self._problems:
+            self.sink.status(f"warning: {problem}")
+        return replace(outcome, work_dir=work, unrecorded=unrecorded)
 
-    def _create(
+    # -- one stage -------------------------------------------------------------------
+
+    def _tasks(self, idx: int, stage: Stage) -> list[Task]:
+        env = self.env.get(stage.name, stage.env)
+        base = Task(self.record.id, self.workload.name, stage, idx, env)
+        if stage.map is None:
+            return [base]
+        count = len(stage.map.items)
+        return [
+            replace(base, item=Item(i, value, count)) for i, value in enumerate(stage.map.items)
+        ]
+
+    def _run_stage(self, idx: int, stage: Stage) -> tuple[StageStatus, int, str | None]:
+        tasks = self._tasks(idx, stage)
+        state = _Stage(idx, stage, StageRecord(stage.name, StageStatus.PENDING, None))
+        state.t0 = time.monotonic()
+        self._stage = state
+        if stage.map is not None:
+            state.tasks = {
+                t.item.index: TaskRecord(t.item.index, t.item.value) for t in tasks if t.item
+            }
+        cap = 1
+        if stage.map is not None:
+            stage_plan = next(sp for sp in self.plan.stages if sp.name == stage.name)
+            limit = stage.map.parallel or len(tasks)
+            cap = max(1, min(limit, self.target.capacity(stage, stage_plan)))
+            self.say(f"stage {stage.name}: {len(tasks)} items, up to {cap} at once", stage.name)
+        waiting: deque[Task] = deque(tasks)
+        ends: dict[int, TaskEnd] = {}
+        while waiting or self.running:
+            while waiting and len(self.running) < cap and self._halt is None:
+                spent = self._over_budget()
+                if spent is not None:
+                    self._start_halt("budget", spent)
+                    break
+                self._launch(waiting.popleft(), state)
+            if not self.running:
+                break
+            self._wait_event(state, waiting, ends)
+            self._check(state)
+        self._flush(state, force=True)
+        return self._stage_result(state, ends, len(tasks))
+
+    def _launch(self, task: Task, state: _Stage) -> None:
+        self.running[task.key] = _Running(task)
+
+        def work() -> None:
+            try:
+                end = self.target.run_task(task, _Context(self, task))
+                self.events.put(("end", task, end))
+            except BaseException as exc:  # carried to the main thread, which decides
+                self.events.put(("error", task, exc))
+
+        threading.Thread(target=work, name=f"nodus-task-{task.key}", daemon=True).start()
+
+    def _wait_event(self, state: _Stage, waiting: deque[Task], ends: dict[int, TaskEnd]) -> None:
+        try:
+            kind, task, payload = self.events.get(timeout=self._tick())
+        except queue.Empty:
+            return
+        while True:
+            self._handle(kind, task, payload, state, waiting, ends)
+            try:
+                kind, task, payload = self.events.get_nowait()
+            except queue.Empty:
+                return
+
+    def _tick(self) -> float:
+        """Wake at the latest when the budget would be reached, else every TICK."""
+        rate = sum(r.rate for r in self.running.values() if r.started is not None)
+        left = self._money_left()
+        if left is None or rate <= 0:
+            return TICK
+        return max(0.01, min(TICK, left[0] / rate * 3600))
+
+    def _handle(
         self,
-        idx: int,
-        stage: Stage,
-        offer: Offer,
-        attempts: int,
-        started: str,
-        previous: tuple[str, ...],
-    ) -> tuple[ContainerSpec, str]:
-        """Choose the GPUs and create the container, under the machine-wide GPU lock."""
-        req = stage.requirements
-        lock = gpu_lock() if req.wants_gpu else contextlib.nullcontext()
-        with lock:
-            uuids: tuple[str, ...] = ()
-            if req.wants_gpu:
-                _, matching = _candidates(self.p, stage)
-                try:
-                    busy = gpus_in_use(self.engine)
-                except (engine.EngineUnreachable, engine.EngineTimeout):
-                    raise InfrastructureFailure("lost the Docker engine") from None
-                except engine.EngineError as exc:
-                    raise InfrastructureFailure(f"the engine failed: {exc}") from None
-                uuids = _pick(stage, offer, matching, busy, previous)
-            spec = spec_for(stage, self.record.id, self.p.workload.name, uuids, str(self.work_dir))
-            shown = f" on {', '.join(uuids)}" if uuids else ""
-            self._say(f"stage {stage.name}: starting {stage.image}{shown}")
-            cid = self._create_container(spec, stage)
-            # Recorded once the container exists: from here its GPUs show as taken, and
-            # `run --detach` (which waits for this) returns with the stage under way.
-            self._save(
-                idx,
-                StageRecord(
-                    stage.name,
-                    "running",
-                    None,
-                    started_at=started,
-                    config=offer.as_json(),
-                    gpu_uuids=list(uuids),
-                    attempts=attempts,
-                ),
+        kind: str,
+        task: Task,
+        payload: Any,
+        state: _Stage,
+        waiting: deque[Task],
+        ends: dict[int, TaskEnd],
+    ) -> None:
+        run = self.running.get(task.key)
+        if run is None:
+            return
+        if kind == "submitted":
+            run.submitted_at = now_iso()
+            if task.item is None:
+                rec = state.record
+                rec.started_at = rec.started_at or run.submitted_at
+                rec.attempts = task.attempt
+                if payload:
+                    rec.message = payload
+                self._save_stage(state)
+            elif state.record.started_at is None:
+                state.record.started_at = run.submitted_at
+                self._save_stage(state)
+        elif kind == "waiting":
+            if task.item is None:
+                state.record.message = payload
+                self._save_stage(state)
+            else:
+                state.tasks[task.item.index].message = payload
+                self._dirty(state, task)
+            self.say(payload, task.stage.name)
+        elif kind == "started":
+            info, at = payload
+            run.started, run.rate, run.info = at, info.price_per_hour, info
+            if not self._is_running:
+                self._is_running = True
+                self._store(self.store.set_running, self.record.id)
+            self._on_started(task, info, state)
+        elif kind == "end":
+            self.running.pop(task.key, None)
+            self._on_end(task, run, payload, state, waiting, ends)
+        elif kind == "error":
+            self.running.pop(task.key, None)
+            if self._fatal is None:
+                self._fatal = payload
+                self._start_halt("error", str(payload))
+
+    def _on_started(self, task: Task, info: Started, state: _Stage) -> None:
+        if task.item is None:
+            rec = state.record
+            rec.status = StageStatus.RUNNING
+            rec.started_at = rec.started_at or now_iso()
+            rec.gpu_uuids = list(info.devices)
+            rec.node = info.node
+            rec.config = info.config
+            rec.attempts = task.attempt
+            if info.node and self.target.name != "local":
+                rec.message = f"running on node {info.node}"
+            self._save_stage(state)
+            return
+        if state.record.status == StageStatus.PENDING:
+            state.record.status = StageStatus.RUNNING
+            state.record.config = info.config
+            self._save_stage(state)
+        t = state.tasks[task.item.index]
+        t.status = StageStatus.RUNNING
+        t.started_at = now_iso()
+        t.devices = list(info.devices)
+        t.node = info.node
+        t.attempts = task.attempt
+        self._dirty(state, task)
+        self._show_progress(state)
+
+    def _on_end(
+        self,
+        task: Task,
+        run: _Running,
+        end: TaskEnd,
+        state: _Stage,
+        waiting: deque[Task],
+        ends: dict[int, TaskEnd],
+    ) -> None:
+        runtime = time.monotonic() - run.started if run.started is not None else 0.0
+        cost = runtime / 3600 * run.rate
+        self.cost += cost
+        state.cost += cost
+        label = _label(task)
+        if (
+            end.state == TaskState.INFRASTRUCTURE
+            and task.attempt <= self.retries
+            and self._halt is None
+        ):
+            count = task.stage.requirements.gpu_count
+            model = run.info.config.get("gpu") if run.info and run.info.config else None
+            same = (
+                f"the same {count}× {model or task.stage.requirements.gpu or 'GPU'}"
+                if count
+                else "no GPU"
             )
-        return spec, cid
-
-    def _create_container(self, spec: ContainerSpec, stage: Stage) -> str:
-        body = engine_config(spec)
-        for attempt in (1, 2):
-            try:
-                return self.engine.create(spec.name, body)
-            except engine.EngineError as exc:
-                if exc.status == 409 and attempt == 1:
-                    # A container of this name survived an earlier attempt (engine restart).
-                    with contextlib.suppress(Exception):
-                        self.engine.remove(spec.name)
-                    continue
-                if exc.status < 500:
-                    raise NodusError(
-                        f"the engine refused stage {stage.name!r}: {exc.message}"
-                    ) from None
-                raise InfrastructureFailure(
-                    f"the engine failed to create the container: {exc.message}"
-                ) from None
-            except (engine.EngineUnreachable, engine.EngineTimeout):
-                raise InfrastructureFailure("lost the Docker engine") from None
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _run_container(
-        self, cid: str, spec: ContainerSpec, stage: Stage, t0: float, since: float
-    ) -> tuple[int, str]:
-        self._stop_reason = None
-        try:
-            try:
-                self.engine.start(cid)
-            except engine.EngineError as exc:
-                return self._start_failed(exc, stage)
-            except (engine.EngineUnreachable, engine.EngineTimeout):
-                raise InfrastructureFailure("lost the Docker engine") from None
-            streamer = threading.Thread(
-                target=self._stream, args=(cid, stage.name), name="nodus-stream", daemon=True
+            self.say(
+                f"{label}: {end.message}; retrying with {same} "
+                f"(attempt {task.attempt + 1} of {self.retries + 1})",
+                task.stage.name,
             )
-            streamer.start()
-            code = self._wait(cid, stage, t0)
-            streamer.join(timeout=10)
-            if code is None:
-                return 137, "budget_exhausted"
-            if code != 0:
-                self._classify_exit(cid, code, since, spec)
-            return code, "succeeded" if code == 0 else "failed"
-        finally:
-            with contextlib.suppress(Exception):
-                self.engine.remove(cid)
-
-    def _start_failed(self, exc: engine.EngineError, stage: Stage) -> tuple[int, str]:
-        text = exc.message
-        lowered = text.lower()
-        if "could not select device driver" in lowered:
-            raise NodusError(
-                f"the engine cannot hand GPUs to containers: {text}",
-                hint="install the NVIDIA Container Toolkit (nvidia-container-toolkit) and "
-                "restart dockerd",
+            devices = run.info.devices if run.info is not None else ()
+            waiting.appendleft(replace(task, attempt=task.attempt + 1, previous_devices=devices))
+            if task.item is None:
+                state.record.cost += cost
+            return
+        status = self._status_of(end)
+        message = end.message
+        if end.state == TaskState.STOPPED and self._halt_reason:
+            message = self._halt_reason
+        if task.item is None:
+            rec = state.record
+            rec.status = status
+            rec.exit_code = end.exit_code
+            rec.ended_at = now_iso()
+            rec.runtime_seconds = runtime if run.started is not None else None
+            rec.cost += cost
+            rec.attempts = task.attempt
+            rec.gpu_report = end.gpu_report
+            rec.message = message if status != StageStatus.SUCCEEDED else rec.message
+            self._save_stage(state)
+            ran = f" in {runtime:.1f}s" if run.started is not None else ""
+            why = f": {message}" if message and status != StageStatus.SUCCEEDED else ""
+            self.say(f"{label}: {status} (exit {end.exit_code}){ran}{why}", task.stage.name)
+            ends[0] = end
+            return
+        index = task.item.index
+        t = state.tasks[index]
+        t.status = status
+        t.exit_code = end.exit_code
+        t.ended_at = now_iso()
+        t.runtime_seconds = runtime if run.started is not None else None
+        t.cost = cost
+        t.attempts = task.attempt
+        t.message = message if status != StageStatus.SUCCEEDED else None
+        ends[index] = end
+        if status == StageStatus.FAILED:
+            state.failed.append(index)
+            why = f": {message}" if message else ""
+            self.say(
+                f"{label} ({_clip(task.item.value)}): failed (exit {end.exit_code}){why}",
+                task.stage.name,
+                index,
             )
-        missing = any(m in lowered for m in _NOT_FOUND_MARKERS)
-        denied = "permission denied" in lowered
-        if exc.status >= 500 and not (missing or denied):
-            raise InfrastructureFailure(f"the engine failed to start the container: {text}")
-        # The workload's command cannot be started: its failure, exit codes as `docker run`.
-        self._stop_reason = f"its command could not be started: {text}"
-        self._say(f"stage {stage.name}: cannot start its command: {text}")
-        return (127 if missing else 126), "failed"
+        self._dirty(state, task)
+        self._show_progress(state)
 
-    def _wait(self, cid: str, stage: Stage, t0: float) -> int | None:
-        """The container's exit code, or None when the budget stopped it."""
-        deadline = self._budget_deadline(t0)
-        while True:
-            timeout = None if deadline is None else max(0.05, deadline - time.monotonic())
-            try:
-                return self.engine.wait(cid, timeout)
-            except engine.EngineTimeout:
-                if deadline is not None and time.monotonic() >= deadline - 0.01:
-                    return self._budget_stop(cid, stage)
-            except engine.EngineUnreachable:
-                if not self.engine.alive():
-                    raise InfrastructureFailure(
-                        "lost the Docker engine while the stage ran (did dockerd restart?)"
-                    ) from None
-            except engine.EngineError as exc:
-                if exc.status == 404:
-                    raise InfrastructureFailure(
-                        "the container disappeared (removed from outside nodus)"
-                    ) from None
-                raise InfrastructureFailure(f"the engine failed: {exc.message}") from None
+    def _status_of(self, end: TaskEnd) -> StageStatus:
+        if end.state == TaskState.STOPPED:
+            if self._halt == "budget":
+                return StageStatus.BUDGET_EXHAUSTED
+            if self._halt == "cancelled":
+                return StageStatus.CANCELLED
+            return StageStatus.FAILED
+        if end.state == TaskState.EXITED and end.exit_code == 0:
+            return StageStatus.SUCCEEDED
+        return StageStatus.FAILED
 
-    def _budget_deadline(self, t0: float) -> float | None:
-        budget = self.p.workload.budget
-        price = self.p.price_per_hour
-        if budget is None or price <= 0:
-            return None
-        remaining = max(0.0, budget - self.cost)
-        return t0 + remaining / price * 3600
-
-    def _budget_stop(self, cid: str, stage: Stage) -> int | None:
-        budget = self.p.workload.budget or 0.0
-        self._stopping = True
-        self._say(
-            f"stage {stage.name}: the run's cost reached its budget ${budget:,.2f} "
-            f"(at ${self.p.price_per_hour:,.2f}/h); stopping it"
+    def _stage_result(
+        self, state: _Stage, ends: dict[int, TaskEnd], total: int
+    ) -> tuple[StageStatus, int, str | None]:
+        stage = state.stage
+        if self._fatal is not None:
+            return StageStatus.FAILED, 1, str(self._fatal)
+        if stage.map is None:
+            rec = state.record
+            if rec.status == StageStatus.PENDING:  # never launched: the budget or a stop
+                rec.status = (
+                    StageStatus.BUDGET_EXHAUSTED if self._halt == "budget" else StageStatus.SKIPPED
+                )
+                rec.message = self._halt_reason
+                self._save_stage(state)
+            code = rec.exit_code if rec.exit_code is not None else 1
+            if rec.status == StageStatus.SUCCEEDED:
+                return rec.status, 0, None
+            if rec.status == StageStatus.BUDGET_EXHAUSTED:
+                return rec.status, EXIT_BUDGET, f"stage {stage.name!r} stopped: {self._halt_reason}"
+            text = f"stage {stage.name!r} failed with exit code {code}"
+            if rec.message:
+                text += f": {rec.message}"
+            return rec.status, code, text
+        # A fan-out stage: every task ran (or the budget/stop ended them).
+        counts: dict[StageStatus, int] = {}
+        for t in state.tasks.values():
+            counts[t.status] = counts.get(t.status, 0) + 1
+        done = counts.get(StageStatus.SUCCEEDED, 0)
+        failed = sorted(state.failed)
+        elapsed = time.monotonic() - state.t0
+        rec = state.record
+        rec.ended_at = now_iso()
+        rec.runtime_seconds = elapsed
+        rec.cost = state.cost
+        message: str | None
+        if self._halt == "budget":
+            rec.status = StageStatus.BUDGET_EXHAUSTED
+            code = EXIT_BUDGET
+            message = (
+                f"stage {stage.name!r} stopped: {self._halt_reason} ({done} of {total} items done)"
+            )
+        elif failed:
+            rec.status = StageStatus.FAILED
+            first = failed[0]
+            code = ends[first].exit_code or 1
+            shown = ", ".join(str(i) for i in failed[:10]) + (", ..." if len(failed) > 10 else "")
+            message = (
+                f"stage {stage.name!r}: {len(failed)} of {total} items failed (items {shown}; "
+                f"item {first} exited with {code})"
+            )
+        else:
+            rec.status = StageStatus.SUCCEEDED
+            code = 0
+            message = None
+        rec.exit_code = code
+        rec.message = message
+        self._save_stage(state)
+        self.say(
+            f"stage {stage.name}: {done} of {total} items succeeded"
+            + (f", {len(failed)} failed" if failed else "")
+            + f" in {elapsed:.1f}s",
+            stage.name,
         )
-        with contextlib.suppress(Exception):
-            self.engine.kill(cid)
-        try:
-            code = self.engine.wait(cid, 30)
-        except Exception:
-            code = 137
-        self._stopping = False
-        if code != 137:
-            return code  # it ended by itself just as the budget ran out
-        self._stop_reason = f"stopped: the run's cost reached its budget ${budget:,.2f}"
-        return None
+        return rec.status, code, message
 
-    def _classify_exit(self, cid: str, code: int, since: float, spec: ContainerSpec) -> None:
-        """A non-zero exit: the workload's own, out of memory, or killed from outside."""
-        try:
-            events = self.engine.events(
-                since - 1.0,
-                time.time(),
-                {"container": [cid], "event": ["kill", "oom"]},
-            )
-        except (engine.EngineError, engine.EngineUnreachable, engine.EngineTimeout):
-            events = []
-        actions = [str(e.get("Action") or e.get("status") or "") for e in events]
-        if "oom" in actions:
-            gib = spec.memory_bytes / 1024**3
-            self._stop_reason = (
-                f"out of memory: it reached its {gib:g} GiB memory limit (which includes "
-                "/dev/shm); set memory_gb"
-            )
+    # -- budget, limits, stops -------------------------------------------------------
+
+    def cost_now(self) -> float:
+        now = time.monotonic()
+        return self.cost + sum(
+            (now - r.started) / 3600 * r.rate
+            for r in self.running.values()
+            if r.started is not None
+        )
+
+    def _money_left(self) -> tuple[float, str] | None:
+        """What the run may still spend and the words for the limit that decides."""
+        cost = self.cost_now()
+        found: list[tuple[float, str]] = []
+        budget = self.workload.budget
+        if budget is not None:
+            found.append((budget - cost, f"the run's cost reached its budget ${budget:,.2f}"))
+        if self.allowance is not None:
+            limit = self.allowance.left(cost)
+            if limit is not None:
+                found.append(limit)
+        return min(found, key=lambda f: f[0]) if found else None
+
+    def _over_budget(self) -> str | None:
+        left = self._money_left()
+        if left is None:
+            return None
+        # Only a price makes a budget bite: a free target never reaches it.
+        return left[1] if left[0] <= 0 else None
+
+    def _check(self, state: _Stage) -> None:
+        now = time.monotonic()
+        if self._halt is None:
+            spent = self._over_budget()
+            if spent is not None and self.running:
+                self._start_halt("budget", spent)
+        if now - self._cost_saved >= COST_EVERY:
+            self._cost_saved = now
+            self._store(self.store.update_cost, self.record.id, self.cost_now())
+        if now - self._stop_checked >= 1.0 and self._halt is None:
+            self._stop_checked = now
+            if self._stop_was_requested():
+                # `nodus stop` signals this process; where no signal can reach (another
+                # host, a thread), the request in the records does the same.
+                raise Cancelled(signal.SIGTERM)
+        self._flush(state)
+        self._show_progress(state)
+
+    def _start_halt(self, why: Halt, reason: str) -> None:
+        if self._halt is not None:
             return
-        kills = [e for e in events if (e.get("Action") or e.get("status")) == "kill"]
-        if kills:
-            attrs = (kills[0].get("Actor") or {}).get("Attributes") or {}
-            sig = attrs.get("signal", "?")
-            raise InfrastructureFailure(
-                f"the container was killed from outside the workload (signal {sig}, exit {code})",
-                exit_code=code,
-            )
+        self._halt = why
+        self._halt_reason = reason
+        if why == "budget" and self.running:
+            rate = sum(r.rate for r in self.running.values())
+            self.say(f"{reason} (at ${rate:,.2f}/h); stopping the running tasks")
+        self._stop_tasks()
 
-    def _recover(self, spec: ContainerSpec | None) -> None:
-        """Before a retry: the engine answers again, and the old container is gone."""
-        if not self.engine.wait_until_alive(ENGINE_RETURN_SECONDS):
-            raise NodusError(
-                f"the Docker engine did not come back within {ENGINE_RETURN_SECONDS:g} s",
-                hint="check dockerd (`docker info`, its log)",
-            )
-        if spec is not None:
-            with contextlib.suppress(Exception):
-                self.engine.remove(spec.name)
+    def _stop_tasks(self) -> None:
+        for run in list(self.running.values()):
+            with contextlib.suppress(TargetFailure, NodusError, OSError):
+                self.target.stop_task(run.task)
 
-    # -- output ----------------------------------------------------------------------
-
-    def _stream(self, cid: str, stage: str) -> None:
-        prefix = f"{stage} | "
-        pending: dict[int, bytes] = {}
-        try:
-            for kind, data in self.engine.logs(cid):
-                buffer = pending.get(kind, b"") + data
-                *lines, pending[kind] = buffer.split(b"\n")
-                for line in lines:
-                    self._emit(kind, prefix + line.decode("utf-8", "replace"))
-        except Exception as exc:  # the container went away mid-stream
-            if not self._stopping:
-                self._emit(2, f"{prefix}[nodus: output stream ended: {type(exc).__name__}]")
-        finally:
-            for kind, rest in pending.items():
-                if rest:
-                    self._emit(kind, prefix + rest.decode("utf-8", "replace"))
-
-    def _emit(self, kind: int, line: str) -> None:
-        stream = self.err if kind == 2 else self.out
-        with self._write:
-            with contextlib.suppress(OSError, ValueError):
-                stream.write(line + "\n")
-                stream.flush()
-            with contextlib.suppress(OSError, ValueError):
-                self._log.write(line + "\n")
-                self._log.flush()
-
-    def _say(self, message: str) -> None:
-        self.status(message)
-        with self._write, contextlib.suppress(OSError, ValueError):
-            self._log.write(f"nodus: {message}\n")
-            self._log.flush()
-
-    def _report_usage(self, stage: Stage, report: UsageReport) -> None:
-        if not report.available:
-            self._say(
-                f"stage {stage.name}: could not check GPU use (no nvidia-smi on PATH): "
-                "a request is not proof of use"
-            )
-            return
-        peaks = {g.uuid: g for g in report.gpus}
-        if report.used:
-            detail = ", ".join(
-                f"{u} (peak {peaks[u].max_utilization:g}% util, "
-                f"{peaks[u].max_memory_used_mib:g} MiB)"
-                for u in report.used
-            )
-            self._say(f"stage {stage.name}: GPUs used: {detail}")
-        if report.idle:
-            self._say(
-                f"warning: stage {stage.name}: GPU(s) {', '.join(report.idle)} stayed idle "
-                "(no utilization, no memory allocated): a request is not proof of use; check "
-                "that the program sees them (CUDA_VISIBLE_DEVICES, the framework's device)"
-            )
-        if report.unsampled:
-            self._say(
-                f"stage {stage.name}: no usable reading for GPU(s) "
-                f"{', '.join(report.unsampled)} (the stage ended before the first sample, "
-                "or the driver reports N/A)"
-            )
-
-    # -- bookkeeping -----------------------------------------------------------------
-
-    def _save(self, idx: int, stage: StageRecord) -> None:
-        self.store.save_stage(self.record.id, idx, stage)
-        self._current = (idx, stage) if stage.status == "running" else None
-
-    def _close_current(self, status: str, message: str) -> None:
-        """End the stage under way (cancelled, or failed by an error): its time is paid."""
-        spent = 0.0
-        if self._attempt_t0 is not None:
-            spent = time.monotonic() - self._attempt_t0
-            self.cost += spent / 3600 * self.p.price_per_hour
-            self._attempt_t0 = None
-        if self._current is None:
-            return
-        idx, stage = self._current
-        stage.status = status
-        stage.ended_at = now_iso()
-        stage.message = message
-        stage.runtime_seconds = spent
-        stage.cost += spent / 3600 * self.p.price_per_hour
-        with contextlib.suppress(Exception):
-            self.store.save_stage(self.record.id, idx, stage)
-        self._current = None
-
-    def _remove_run_containers(self) -> None:
-        """Remove every container of this run (twice: one may be mid-creation)."""
-        for attempt in range(3):
+    def _stop_running(self, timeout: float = 60.0) -> None:
+        """Stop every running task and wait for them to end, recording each."""
+        self._stop_tasks()
+        deadline = time.monotonic() + timeout
+        state = self._stage
+        while self.running and time.monotonic() < deadline:
             try:
-                found = self.engine.containers({"label": [f"{LABEL_RUN}={self.record.id}"]})
-            except Exception:
-                return
-            if not found and attempt > 0:
-                return
-            for c in found:
-                with contextlib.suppress(Exception):
-                    self.engine.remove(str(c["Id"]))
-            time.sleep(0.1)
+                kind, task, payload = self.events.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if kind == "started":
+                self._stop_tasks()  # it was being created as the stop came
+            if state is not None:
+                self._handle(kind, task, payload, state, deque(), {})
+            elif kind in ("end", "error"):
+                self.running.pop(task.key, None)
+        if state is not None:
+            self._flush(state, force=True)
+
+    def _stop_was_requested(self) -> bool:
+        try:
+            return self.store.stop_requested(self.record.id)
+        except NodusError:
+            return False
+
+    # -- records -----------------------------------------------------------------------
+
+    def _save_stage(self, state: _Stage) -> None:
+        self._store(self.store.save_stage, self.record.id, state.index, state.record)
+
+    def _dirty(self, state: _Stage, task: Task) -> None:
+        assert task.item is not None
+        state.dirty[task.item.index] = state.tasks[task.item.index]
+        self._flush(state)
+
+    def _flush(self, state: _Stage, force: bool = False) -> None:
+        if not state.dirty:
+            return
+        now = time.monotonic()
+        if not force and now - state.flushed < FLUSH_EVERY and len(state.dirty) < 500:
+            return
+        state.flushed = now
+        batch = list(state.dirty.values())
+        state.dirty.clear()
+        self._store(self.store.save_tasks, self.record.id, state.index, batch)
+
+    def _store(self, write: Callable[..., None], *args: Any) -> None:
+        """A record write; a full disk is reported once and the run goes on."""
+        try:
+            write(*args)
+        except StoreError as exc:
+            if exc.message not in self._problems:
+                self._problems.append(exc.message)
+
+    def _show_progress(self, state: _Stage) -> None:
+        if state.stage.map is None:
+            return
+        counts = {StageStatus.SUCCEEDED: 0, StageStatus.FAILED: 0}
+        running = 0
+        for t in state.tasks.values():
+            if t.status == StageStatus.RUNNING:
+                running += 1
+            elif t.status in counts:
+                counts[t.status] += 1
+        with contextlib.suppress(OSError, ValueError):
+            self.sink.progress(
+                Progress(
+                    state.stage.name,
+                    len(state.tasks),
+                    counts[StageStatus.SUCCEEDED],
+                    running,
+                    counts[StageStatus.FAILED],
+                    time.monotonic() - state.t0,
+                    self.cost_now(),
+                )
+            )
+
+
+def _label(task: Task) -> str:
+    if task.item is None:
+        return f"stage {task.stage.name}"
+    return f"stage {task.stage.name} item {task.item.index}"
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # -- signals ---------------------------------------------------------------------------
 
 _deferred: list[int] = []
+_installed = threading.local()
 
 
 def _raise_cancelled(signum: int, frame: object) -> None:
@@ -713,8 +838,8 @@ def install_signal_handlers() -> dict[int, Any]:
     return previous
 
 
-def _defer_signals() -> None:
-    """From here on a signal is noted, not raised: cleanup and records must complete."""
+def defer_signals() -> None:
+    """From here on a signal is noted, not raised: clean-up and records must complete."""
     if threading.current_thread() is not threading.main_thread():
         return
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -726,98 +851,14 @@ def restore_signal_handlers(previous: dict[int, Any]) -> None:
         signal.signal(sig, handler)
 
 
-# -- entry point -----------------------------------------------------------------------
-
-
-def run_local(
-    workload: Workload,
-    file: str | None,
-    retries: int,
-    out: IO[str] | None = None,
-    status: Callable[[str], None] | None = None,
-    record: RunRecord | None = None,
-    err: IO[str] | None = None,
-    progress: bool = True,
-) -> tuple[RunRecord, Outcome]:
-    """Plan on this machine, then run every stage; returns the record and the outcome."""
-    from nodus_cli import records
-
-    store = records.open_store()
-    assert store is not None
-    prepared = prepare(workload, store.runtime_lookup(fingerprint(workload)))
-    eng = connect_for(prepared)
-    check_gpus_free(prepared, eng)
-    for image in dict.fromkeys(s.image for s in workload.stages):
-        ensure_image(eng, image, progress=progress)
-    if record is None:
-        record = store.start_run(workload, "local", prepared.price_per_hour, file, pid=os.getpid())
-    else:
-        store.set_pid(record.id, os.getpid())
-    runner = LocalRunner(
-        prepared,
-        store,
-        eng,
-        record,
-        out or sys.stdout,
-        status or (lambda m: print(f"nodus: {m}", file=sys.stderr, flush=True)),
-        retries,
-        err=err or sys.stderr,
-    )
-    return record, runner.execute()
-
-
-def connect_for(prepared: Prepared) -> engine.Engine:
-    """The local engine, checked: reachable, and new enough for GPU device requests."""
-    eng = engine.local()
-    wants_gpu = any(s.requirements.wants_gpu for s in prepared.workload.stages)
-    if wants_gpu and not eng.api_at_least(engine.MIN_GPU_API):
-        raise NodusError(
-            f"the Docker engine at {eng.where} speaks API {eng.api}; GPU device requests "
-            "need 1.40 (Docker 19.03) or newer",
-            hint="upgrade Docker",
-        )
-    return eng
-
-
-def ensure_image(eng: engine.Engine, image: str, progress: bool = True) -> None:
-    """Pull ``image`` when the engine does not have it, showing progress on a terminal.
-
-    A pull that fails, or that makes no progress for ``NODUS_PULL_TIMEOUT`` seconds
-    (default 120), is one clear error: nothing has started yet.
-    """
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Within the block, SIGINT/SIGTERM are noted, not raised (a launcher's own clean-up)."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {int(s): signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        defer_signals()
     try:
-        if eng.image_present(image):
-            return
-    except engine.EngineUnreachable as exc:
-        raise exc.as_nodus_error() from None
-    except engine.EngineError as exc:
-        raise NodusError(f"cannot inspect image {image}: {exc}") from None
-    idle = _pull_timeout()
-    try:
-        from nodus_cli.output import PullDisplay
-
-        with PullDisplay(image, progress) as display:
-            eng.pull(image, display.event, idle_timeout=idle)
-        if not eng.image_present(image):
-            raise engine.EngineError(404, "the engine reports the pull done but has no such image")
-    except engine.EngineTimeout:
-        raise NodusError(
-            f"cannot get image {image}: the engine made no progress pulling it for {idle:g} s",
-            hint="is a registry reachable from the Docker engine? without one, `docker load` "
-            "the image first (NODUS_PULL_TIMEOUT sets this limit)",
-        ) from None
-    except (engine.EngineError, engine.EngineUnreachable) as exc:
-        detail = exc.message if isinstance(exc, engine.EngineError) else exc.reason
-        raise NodusError(
-            f"cannot get image {image}: {detail}",
-            hint="check the name and tag; for a private registry run `docker login`; "
-            "without a registry, `docker load` the image first",
-        ) from None
-
-
-def _pull_timeout() -> float:
-    try:
-        value = float(os.environ.get("NODUS_PULL_TIMEOUT", engine.PULL_IDLE_TIMEOUT))
-    except ValueError:
-        return engine.PULL_IDLE_TIMEOUT
-    return value if value > 0 else engine.PULL_IDLE_TIMEOUT
+        yield
+    finally:
+        restore_signal_handlers(previous)

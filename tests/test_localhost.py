@@ -1,6 +1,6 @@
-"""This machine as an inventory, its configuration, and the pieces of a local run that need
-no real engine: GPU discovery through the stand-in nvidia-smi, refusals, the container body,
-GPU hand-out, usage sampling, and the engine client against a scripted engine."""
+"""This machine as an inventory and its configuration, GPU discovery through the stand-in
+nvidia-smi, usage sampling, and the engine client against a scripted engine (what a live
+engine cannot be made to do)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from fake_engine import FakeEngine, chunked, frames, hang_up, ping, reply, stall
 
-from nodus_cli import config, engine, localhost, runner
-from nodus_cli.containers import GIB, LABEL_GPUS, engine_config, spec_for
+from nodus_cli import config, engine, localhost
 from nodus_cli.gpu_usage import Sampler
 from nodus_cli.problems import NodusError
+from nodus_cli.targets.local import ensure_image
 from nodus_cli.workload import Workload, load_text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -130,130 +130,6 @@ def test_a_bad_configuration_is_a_clear_error(
         config.local()
 
 
-# -- refusing before anything starts -----------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("fake", "body", "has", "detail"),
-    [
-        ("h100x8", 'gpu = "A100"\n', "8× H100 80 GB", "A100"),
-        ("l4x1", 'gpu = "L4"\ngpu_count = 2\n', "1× L4 24 GB", "2"),
-        ("a100-40gbx2", 'gpu = "A100"\npeak_memory_gb = 80\n', "2× A100 40 GB", "80"),
-        (None, 'gpu = "H100"\n', "no NVIDIA GPU", "H100"),
-        (None, "[requirements]\ncpu = 100000\n", "", "100000"),
-    ],
-)
-def test_prepare_refuses_naming_what_this_machine_has(
-    machine: pytest.MonkeyPatch, fake: str | None, body: str, has: str, detail: str
-) -> None:
-    if fake:
-        machine.setenv("NODUS_FAKE_GPUS", fake)
-    with pytest.raises(NodusError) as caught:
-        runner.prepare(_workload(body))
-    assert caught.value.exit_code == 3
-    assert "this machine cannot run stage 'main'" in caught.value.message
-    assert f"This machine has {has}" in caught.value.message
-    assert detail in caught.value.message
-    if "gpu" not in body:  # a CPU-only workload is not told about GPUs
-        assert "GPU" not in caught.value.message
-        assert "CPUs" in caught.value.message
-
-
-def test_prepare_plans_on_this_machine(machine: pytest.MonkeyPatch) -> None:
-    machine.setenv("NODUS_FAKE_GPUS", "mixed")
-    prepared = runner.prepare(_workload('gpu = "L4"\ngpu_count = 2\n'))
-    (stage,) = prepared.plan.stages
-    assert stage.selected is not None and stage.selected.offer.gpu == "L4"
-    assert len(prepared.local_gpus) == 3
-
-
-def test_a_cpu_only_workload_does_not_ask_the_driver(
-    machine: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    machine.setenv("PATH", str(tmp_path))  # nvidia-smi would be missing: not needed
-    prepared = runner.prepare(_workload(""))
-    assert prepared.local_gpus == []
-
-
-# -- GPU hand-out --------------------------------------------------------------------------
-
-
-def _prepared(machine: pytest.MonkeyPatch, fixture: str, body: str) -> runner.Prepared:
-    machine.setenv("NODUS_FAKE_GPUS", fixture)
-    return runner.prepare(_workload(body))
-
-
-def test_gpus_are_picked_among_the_planned_model_only(machine: pytest.MonkeyPatch) -> None:
-    p = _prepared(machine, "mixed", 'gpu = "L4"\ngpu_count = 2\n')
-    stage = p.workload.stages[0]
-    offer, matching = runner._candidates(p, stage)
-    assert {g.family for g in matching} == {"L4"}
-    picked = runner._pick(stage, offer, matching, {}, ())
-    assert set(picked) == {g.uuid for g in matching}
-
-
-def test_busy_gpus_are_skipped_and_a_retry_keeps_its_own(machine: pytest.MonkeyPatch) -> None:
-    p = _prepared(machine, "h100x8", 'gpu = "H100"\ngpu_count = 2\n')
-    stage = p.workload.stages[0]
-    offer, matching = runner._candidates(p, stage)
-    uuids = [g.uuid for g in matching]
-    busy = {uuids[0]: "run-a", uuids[1]: "run-a"}
-    assert runner._pick(stage, offer, matching, busy, ()) == tuple(uuids[2:4])
-    assert runner._pick(stage, offer, matching, {}, (uuids[5], uuids[6])) == (uuids[5], uuids[6])
-    # previous GPUs taken meanwhile: any two free ones, same model and count
-    assert runner._pick(stage, offer, matching, {uuids[5]: "b"}, (uuids[5], uuids[6])) == tuple(
-        uuids[:2]
-    )
-
-
-def test_too_few_free_gpus_names_the_runs_holding_them(machine: pytest.MonkeyPatch) -> None:
-    p = _prepared(machine, "h100x8", 'gpu = "H100"\ngpu_count = 8\n')
-    stage = p.workload.stages[0]
-    offer, matching = runner._candidates(p, stage)
-    busy = {g.uuid: "20250101-000000-abcdef" for g in matching[:4]}
-    with pytest.raises(NodusError) as caught:
-        runner._pick(stage, offer, matching, busy, ())
-    assert caught.value.exit_code == 3
-    assert "20250101-000000-abcdef" in caught.value.message and "4 free" in caught.value.message
-
-
-# -- the container body ------------------------------------------------------------------
-
-
-def test_the_container_body_is_the_local_contract() -> None:
-    w = _workload('env = { A = "1" }\ngpu = "H100"\ngpu_count = 2\n[requirements]\ncpu = 3\n')
-    spec = spec_for(w.stages[0], "run-1", "w", ("GPU-a", "GPU-b"), "/state/work/run-1")
-    body = engine_config(spec)
-    host = body["HostConfig"]
-    assert host["NanoCpus"] == 3_000_000_000
-    assert host["Memory"] == 6 * GIB == host["MemorySwap"]  # 2 GiB per CPU, no swap
-    assert 0 < host["ShmSize"] <= host["Memory"]
-    assert host["Privileged"] is False and "no-new-privileges" in host["SecurityOpt"]
-    (request,) = host["DeviceRequests"]
-    assert request["DeviceIDs"] == ["GPU-a", "GPU-b"] and request["Count"] == 0
-    assert request["Driver"] == "nvidia" and request["Capabilities"] == [["gpu"]]
-    (mount,) = host["Mounts"]
-    assert mount == {
-        "Type": "bind",
-        "Source": "/state/work/run-1",
-        "Target": "/nodus/work",
-        "ReadOnly": False,
-    }
-    assert "Binds" not in host and "Devices" not in host
-    env = dict(item.split("=", 1) for item in body["Env"])
-    assert env["A"] == "1" and env["NODUS_WORK_DIR"] == "/nodus/work"
-    assert env["NODUS_RUN_ID"] == "run-1" and env["NODUS_STAGE"] == "main"
-    assert body["Labels"][LABEL_GPUS] == "GPU-a,GPU-b"
-    assert body["Labels"]["nodus.run"] == "run-1"
-
-
-def test_memory_gb_sets_the_limit_when_given() -> None:
-    w = _workload("[requirements]\ncpu = 1\nmemory_gb = 3\n")
-    body = engine_config(spec_for(w.stages[0], "r", "w"))
-    assert body["HostConfig"]["Memory"] == 3 * GIB
-    assert "DeviceRequests" not in body["HostConfig"] and "Mounts" not in body["HostConfig"]
-
-
 # -- GPU use -----------------------------------------------------------------------------
 
 
@@ -295,18 +171,6 @@ def test_the_engine_speaks_the_engines_api_version_capped_at_the_newest_checked(
         assert eng.containers({"label": ["nodus.run"]}) == [{"Id": "c1"}]
         _, path = fake.requests[-1]
         assert path.startswith("/v1.44/containers/json?") and "all=1" in path
-
-
-def test_an_engine_too_old_for_gpu_device_requests_is_refused(
-    machine: pytest.MonkeyPatch,
-) -> None:
-    machine.setenv("NODUS_FAKE_GPUS", "l4x1")
-    prepared = runner.prepare(_workload('gpu = "L4"\n'))
-    with FakeEngine() as fake:
-        fake.route("GET", "/_ping", ping("1.39"))
-        machine.setenv("DOCKER_HOST", fake.host)
-        with pytest.raises(NodusError, match=r"speaks API 1\.39; GPU device requests need 1\.40"):
-            runner.connect_for(prepared)
 
 
 def test_error_answers_become_engine_errors_with_the_engines_message() -> None:
@@ -373,7 +237,7 @@ def test_a_stalled_pull_is_a_clear_error_within_its_bound(machine: pytest.Monkey
         machine.setenv("NODUS_PULL_TIMEOUT", "0.5")
         started = time.monotonic()
         with pytest.raises(NodusError) as caught:
-            runner.ensure_image(engine.Engine(fake.host), "localhost:5000/team/img:2", False)
+            ensure_image(engine.Engine(fake.host), "localhost:5000/team/img:2", False)
         assert time.monotonic() - started < 5
         assert "cannot get image localhost:5000/team/img:2" in caught.value.message
         assert "made no progress pulling it for 0.5 s" in caught.value.message
@@ -387,7 +251,7 @@ def test_a_failed_pull_says_why(machine: pytest.MonkeyPatch) -> None:
         fake.route("GET", API + "/images/.*/json", reply(404, {"message": "No such image"}))
         fake.route("POST", API + "/images/create", chunked(events, "application/json"))
         with pytest.raises(NodusError, match="cannot get image private/img:1: denied"):
-            runner.ensure_image(engine.Engine(fake.host), "private/img:1", False)
+            ensure_image(engine.Engine(fake.host), "private/img:1", False)
 
 
 def test_an_unreachable_engine_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -404,129 +268,3 @@ def test_an_unsupported_docker_host_is_explained(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("DOCKER_HOST", "ssh://user@box")
     with pytest.raises(NodusError, match="unix socket or tcp"):
         engine.local()
-
-
-# -- the runner against a scripted engine (what a live engine cannot be made to do) ------
-
-
-class ScriptedEngine:
-    """Stands in for :class:`engine.Engine`: each ``wait`` takes the next scripted step."""
-
-    where = "unix:///scripted.sock"
-
-    def __init__(self, waits: list[object], start_error: Exception | None = None) -> None:
-        self.waits = list(waits)
-        self.start_error = start_error
-        self.created: list[str] = []
-        self.removed: list[str] = []
-        self.alive_answers = [False, True]
-        self.conflict_once = False
-
-    def create(self, name: str, body: dict[str, object]) -> str:
-        if self.conflict_once:
-            self.conflict_once = False
-            raise engine.EngineError(409, f'Conflict. The container name "/{name}" is in use')
-        self.created.append(name)
-        return f"id-{len(self.created)}"
-
-    def start(self, cid: str) -> None:
-        if self.start_error is not None:
-            raise self.start_error
-
-    def logs(self, cid: str) -> Iterator[tuple[int, bytes]]:
-        yield 1, f"hello from {cid}\n".encode()
-
-    def wait(self, cid: str, timeout: float | None = None) -> int:
-        step = self.waits.pop(0)
-        if isinstance(step, BaseException):
-            raise step
-        assert isinstance(step, int)
-        return step
-
-    def kill(self, cid: str, signal: str = "KILL") -> None:
-        pass
-
-    def remove(self, cid: str) -> None:
-        self.removed.append(cid)
-
-    def containers(self, filters: dict[str, list[str]], all: bool = True) -> list[object]:
-        return []
-
-    def events(self, since: float, until: float, filters: object) -> list[object]:
-        return []
-
-    def alive(self) -> bool:
-        return self.alive_answers.pop(0) if self.alive_answers else True
-
-    def wait_until_alive(self, seconds: float) -> bool:
-        return True
-
-
-def _scripted_run(
-    machine: pytest.MonkeyPatch, tmp_path: Path, fake: ScriptedEngine, retries: int
-) -> tuple[runner.Outcome, list[str], dict[str, object]]:
-    import io
-
-    from nodus_cli.records import RunStore
-
-    w = _workload("")
-    store = RunStore(tmp_path / "home")
-    record = store.start_run(w, "local", 0.0, None, pid=os.getpid())
-    said: list[str] = []
-    out = io.StringIO()
-    run = runner.LocalRunner(
-        runner.prepare(w),
-        store,
-        fake,
-        record,
-        out,
-        said.append,
-        retries,
-        err=io.StringIO(),  # type: ignore[arg-type]
-    )
-    outcome = run.execute()
-    return outcome, said, store.get(record.id).as_json()
-
-
-def test_a_lost_engine_is_an_infrastructure_failure_that_is_retried(
-    machine: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    lost = engine.EngineUnreachable("unix:///scripted.sock", "the engine closed the connection")
-    fake = ScriptedEngine([lost, 0])
-    outcome, said, doc = _scripted_run(machine, tmp_path, fake, retries=1)
-    assert outcome.status == "succeeded" and outcome.exit_code == 0
-    assert any("lost the Docker engine" in m and "retrying" in m for m in said)
-    assert doc["stages"][0]["attempts"] == 2  # type: ignore[index]
-    assert len(fake.created) == 2
-    assert fake.created[0] in fake.removed  # the old container, by name, before the retry
-
-
-def test_a_lost_engine_without_retries_fails_the_run(
-    machine: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    lost = engine.EngineUnreachable("unix:///scripted.sock", "connection refused")
-    outcome, _, doc = _scripted_run(machine, tmp_path, ScriptedEngine([lost]), retries=0)
-    assert outcome.status == "failed" and outcome.exit_code == 1
-    assert "lost the Docker engine" in str(doc["stages"][0]["message"])  # type: ignore[index]
-
-
-def test_a_command_the_engine_cannot_exec_is_the_workloads_failure(
-    machine: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    error = engine.EngineError(
-        500, 'OCI runtime create failed: exec: "x": executable file not found'
-    )
-    fake = ScriptedEngine([], start_error=error)
-    outcome, _, doc = _scripted_run(machine, tmp_path, fake, retries=3)
-    assert outcome.exit_code == 127 and outcome.status == "failed"
-    assert doc["stages"][0]["attempts"] == 1  # type: ignore[index]
-
-
-def test_a_stale_container_of_the_same_name_is_replaced(
-    machine: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    fake = ScriptedEngine([0])
-    fake.conflict_once = True
-    outcome, _, _ = _scripted_run(machine, tmp_path, fake, retries=0)
-    assert outcome.status == "succeeded"
-    assert fake.removed[0].startswith("nodus-")  # removed by name, then created

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -14,8 +16,8 @@ import pytest
 from nodus_cli import records
 from nodus_cli.catalog import Offer
 from nodus_cli.problems import NodusError
-from nodus_cli.records import RunStore, StageRecord
-from nodus_cli.workload import Workload, load_text
+from nodus_cli.records import RunStatus, RunStore, StageRecord, StageStatus, StoreError
+from nodus_cli.workload import Workload, from_json, load_text
 
 TWO_STAGES = """
 name = "rec"
@@ -61,20 +63,22 @@ def _offer(gpu: str | None = "H100", count: int = 8, machine: str = "box") -> Of
 
 @pytest.fixture
 def store(tmp_path: Path) -> RunStore:
-    return RunStore(tmp_path / "home")
+    return RunStore.open(tmp_path / "home")
 
 
 def test_a_run_is_recorded_with_its_stages(store: RunStore) -> None:
     w = _workload()
-    rec = store.start_run(w, "local", 2.0, "rec.toml", pid=os.getpid())
-    assert rec.status == "running"
+    rec = store.create_run(w, "local", 2.0, "rec.toml")
+    assert rec.status == RunStatus.PENDING
     assert [s.status for s in store.get(rec.id).stages] == ["pending", "pending"]
+    store.set_running(rec.id)
+    assert store.get(rec.id).status == RunStatus.RUNNING
     store.save_stage(
         rec.id,
         0,
         StageRecord(
             "prep",
-            "succeeded",
+            StageStatus.SUCCEEDED,
             0,
             started_at="2025-01-01T00:00:00+00:00",
             ended_at="2025-01-01T00:00:10+00:00",
@@ -84,7 +88,7 @@ def test_a_run_is_recorded_with_its_stages(store: RunStore) -> None:
             attempts=1,
         ),
     )
-    store.finish_run(rec.id, "failed", 3, 0.0056, "stage 'train' failed")
+    store.finish_run(rec.id, RunStatus.FAILED, 3, 0.0056, "stage 'train' failed")
     got = store.get(rec.id)
     doc = got.as_json()
     assert doc["status"] == "failed" and doc["exit_code"] == 3
@@ -103,67 +107,155 @@ def test_a_run_is_recorded_with_its_stages(store: RunStore) -> None:
 
 def test_ids_are_found_by_unique_prefix(store: RunStore) -> None:
     w = _workload()
-    a = store.start_run(w, "local", 0.0, None, run_id="20250101-000000-aaaaaa")
-    store.start_run(w, "local", 0.0, None, run_id="20250101-000000-aaabbb")
+    a = store.create_run(w, "local", 0.0, None, run_id="20250101-000000-aaaaaa")
+    store.create_run(w, "local", 0.0, None, run_id="20250101-000000-aaabbb")
     assert store.get("20250101-000000-aaaaaa").id == a.id
     assert store.get("20250101-000000-aaaa").id == a.id
     with pytest.raises(NodusError, match="matches several runs"):
         store.get("20250101-000000-aaa")
-    with pytest.raises(NodusError, match="no run"):
+    with pytest.raises(NodusError, match="no run") as caught:
         store.get("nope")
+    assert caught.value.exit_code == 2
     with pytest.raises(NodusError, match="no run"):
         store.get("2025%")  # no SQL wildcards
 
 
 def test_runs_are_listed_newest_first(store: RunStore) -> None:
     w = _workload()
-    ids = [store.start_run(w, "local", 0.0, None).id for _ in range(3)]
+    ids = [store.create_run(w, "local", 0.0, None).id for _ in range(3)]
     assert [r.id for r in store.list_runs()] == ids[::-1]
     assert len(store.list_runs(limit=2)) == 2
 
 
-def test_a_run_whose_process_died_is_recorded_failed(store: RunStore) -> None:
+def test_a_running_stage_of_an_ended_run_takes_the_runs_end(store: RunStore) -> None:
+    w = _workload()
+    rec = store.create_run(w, "local", 0.0, None)
+    store.save_stage(
+        rec.id, 1, StageRecord("train", StageStatus.RUNNING, None, gpu_uuids=["GPU-a"])
+    )
+    store.finish_run(rec.id, RunStatus.CANCELLED, 130, 0.0)
+    assert [s.status for s in store.get(rec.id).stages] == ["skipped", "cancelled"]
+
+
+def test_the_supervisor_is_claimed_with_its_host_and_start_time(store: RunStore) -> None:
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    store.claim(rec.id, os.getpid())
+    got = store.get(rec.id)
+    assert got.pid == os.getpid() and got.host == records.hostname()
+    assert got.pid_start is not None and records.process_alive(os.getpid(), got.pid_start)
+    assert not records.process_alive(os.getpid(), got.pid_start + 1)  # a recycled pid
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    w = _workload()
-    stale = store.start_run(w, "local", 0.0, None, pid=dead.pid)
-    store.save_stage(stale.id, 0, StageRecord("prep", "running", None, gpu_uuids=["GPU-x"]))
-    alive = store.start_run(w, "local", 0.0, None, pid=os.getpid())
-    unknown = store.start_run(w, "local", 0.0, None)  # no pid yet (detach in progress)
-    assert store.busy_gpus() == {}
-    by_id = {r.id: r for r in store.list_runs()}
-    assert by_id[stale.id].status == "failed"
-    assert "ended without recording" in (by_id[stale.id].message or "")
-    assert by_id[stale.id].stages[0].status == "failed"
-    assert by_id[alive.id].status == "running"
-    assert by_id[unknown.id].status == "running"
+    assert not records.process_alive(dead.pid, None)
 
 
-def test_busy_gpus_are_those_of_running_stages(store: RunStore) -> None:
-    w = _workload()
-    rec = store.start_run(w, "local", 0.0, None, pid=os.getpid())
-    store.save_stage(rec.id, 1, StageRecord("train", "running", None, gpu_uuids=["GPU-a", "GPU-b"]))
-    assert store.busy_gpus() == {"GPU-a": rec.id, "GPU-b": rec.id}
-    assert store.busy_gpus(exclude_run=rec.id) == {}
-    store.finish_run(rec.id, "cancelled", 130, 0.0)
-    assert store.busy_gpus() == {}
-    assert store.get(rec.id).stages[1].status == "cancelled"
+def test_the_state_folder_is_private(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store = RunStore.open(home)
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    log = store.log_writer(rec.id)
+    log.write("main", None, "stdout", "secret")
+    log.close()
+    work = store.work_dir(rec.id)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(home) == 0o700 and mode(home / "logs") == 0o700 and mode(work.parent) == 0o700
+    assert mode(home / "runs.sqlite3") == 0o600
+    assert mode(home / "logs" / f"{rec.id}.jsonl") == 0o600
+
+
+def test_an_existing_open_state_folder_is_made_private(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    RunStore.open(home).create_run(_workload(), "local", 0.0, None)
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+
+
+def test_a_damaged_database_is_named_with_how_to_set_it_aside(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "runs.sqlite3").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError) as caught:
+        RunStore.open(home)
+    assert "is damaged" in caught.value.message and "internal error" not in caught.value.message
+    assert caught.value.hint is not None and "mv " in caught.value.hint
+    assert "writable folder" not in caught.value.hint
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
+def test_a_read_only_home_still_lists_its_runs(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store = RunStore.open(home)
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    store.close()
+    home.chmod(0o500)
+    try:
+        again = RunStore.open(home)
+        assert again.read_only and [r.id for r in again.list_runs()] == [rec.id]
+        with pytest.raises(StoreError, match="read-only"):
+            again.create_run(_workload(), "local", 0.0, None)
+    finally:
+        home.chmod(0o700)
+
+
+def test_a_full_disk_is_named_as_such() -> None:
+    from nodus_cli.records.store import _explain
+
+    error = _explain(sqlite3.OperationalError("database or disk is full"), Path("/h/runs.sqlite3"))
+    assert error.message == "no space left on the disk holding the nodus records (/h/runs.sqlite3)"
+    assert error.hint is not None and "free some space" in error.hint
+
+
+def test_the_log_is_json_lines_and_a_partial_last_line_waits(store: RunStore) -> None:
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    log = store.log_writer(rec.id)
+    log.write("prep", None, "stdout", "one")
+    log.write("train", 3, "stderr", "two")
+    log.close()
+    path = store.root / "logs" / f"{rec.id}.jsonl"
+    with path.open("a") as handle:
+        handle.write('{"time": "t", "stage": "x", "text": "unfin')
+    lines, offset = store.read_log(rec.id)
+    assert [(line.stage, line.item, line.stream, line.text) for line in lines] == [
+        ("prep", None, "stdout", "one"),
+        ("train", 3, "stderr", "two"),
+    ]
+    with path.open("a") as handle:
+        handle.write('ished"}\n')
+    more, _ = store.read_log(rec.id, offset)
+    assert [line.text for line in more] == ["unfinished"]
+
+
+def test_the_log_stops_before_the_disk_is_full(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodus_cli.records import logs
+
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    log = store.log_writer(rec.id)
+    log.write("main", None, "stdout", "kept")
+    monkeypatch.setattr(logs, "_free_bytes", lambda path: 10)
+    for i in range(200):
+        log.write("main", None, "stdout", f"line {i}")
+    assert not log.complete and "nearly" in (log.problem or "")
+    lines, _ = store.read_log(rec.id)
+    assert lines[0].text == "kept" and "the log ends here" in lines[-1].text
 
 
 def _succeed(store: RunStore, w: Workload, stage: int, offer: Offer, seconds: float) -> None:
-    rec = store.start_run(w, "local", offer.price_per_hour, None)
+    rec = store.create_run(w, "local", offer.price_per_hour, None)
     store.save_stage(
         rec.id,
         stage,
         StageRecord(
             w.stages[stage].name,
-            "succeeded",
+            StageStatus.SUCCEEDED,
             0,
             runtime_seconds=seconds,
             config=offer.as_json(),
         ),
     )
-    store.finish_run(rec.id, "succeeded", 0, 0.0)
+    store.finish_run(rec.id, RunStatus.SUCCEEDED, 0, 0.0)
 
 
 def test_runtime_lookup_is_the_median_of_succeeded_stages_per_configuration(
@@ -173,12 +265,12 @@ def test_runtime_lookup_is_the_median_of_succeeded_stages_per_configuration(
     h100 = _offer()
     for seconds in (10.0, 30.0, 20.0):
         _succeed(store, w, 1, h100, seconds)
-    lookup = store.runtime_lookup(records.fingerprint(w))
+    lookup = records.runtime_lookup(store, records.fingerprint(w))
     assert lookup("train", h100) == 20.0
     assert lookup("train", _offer(count=4)) is None  # another configuration
     assert lookup("prep", h100) is None
     other = _workload(TWO_STAGES.replace('"echo hi"', '"echo other"'))
-    assert store.runtime_lookup(records.fingerprint(other))("train", h100) is None
+    assert records.runtime_lookup(store, records.fingerprint(other))("train", h100) is None
 
 
 def test_a_cpu_only_stage_measured_without_gpus_counts_on_the_same_machine(
@@ -188,7 +280,7 @@ def test_a_cpu_only_stage_measured_without_gpus_counts_on_the_same_machine(
     `plan --target local` lists the machine with its GPUs. Same machine, same stage."""
     w = _workload()
     _succeed(store, w, 0, _offer(None, 0), 12.0)
-    lookup = store.runtime_lookup(records.fingerprint(w))
+    lookup = records.runtime_lookup(store, records.fingerprint(w))
     assert lookup("prep", _offer("H100", 8)) == 12.0
     assert lookup("prep", _offer("H100", 8, machine="elsewhere")) is None
 
@@ -209,7 +301,7 @@ def test_the_fingerprint_ignores_the_name_and_survives_a_round_trip() -> None:
     w = _workload()
     renamed = _workload(TWO_STAGES.replace('name = "rec"', 'name = "other"'))
     assert records.fingerprint(w) == records.fingerprint(renamed)
-    again = records.workload_from_json(json.loads(json.dumps(w.as_json())))
+    again = from_json(json.loads(json.dumps(w.as_json())))
     assert again.as_json() == w.as_json()
     assert records.fingerprint(again) == records.fingerprint(w)
 
@@ -235,10 +327,12 @@ def test_runs_and_logs_without_any_run(
     cli: Callable[..., subprocess.CompletedProcess[str]],
 ) -> None:
     done = cli("runs", "--json")
-    assert done.returncode == 0 and json.loads(done.stdout) == {"runs": []}
+    assert done.returncode == 0 and json.loads(done.stdout) == {"version": 1, "runs": []}
     assert "no runs recorded yet" in cli("runs").stdout
     missing = cli("logs", "20250101-000000-abcdef")
-    assert missing.returncode == 1
+    assert missing.returncode == 2
     assert "no run '20250101-000000-abcdef'" in missing.stderr
     assert "Traceback" not in missing.stderr
-    assert cli("rerun", "nope").returncode == 1
+    assert cli("rerun", "nope").returncode == 2
+    newest = cli("logs")
+    assert newest.returncode == 2 and "no run recorded yet" in newest.stderr

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from nodus_cli import localhost
-from nodus_cli.output import Writer, console, emit_json, money
-from nodus_cli.problems import NodusError
+from nodus_cli.errors import NodusError
+from nodus_cli.output import Writer, console, emit_json, money, safe
 
 NOW_NOTE = (
     "What the cluster's nodes hold now, not every configuration a supplier could offer; "
@@ -27,37 +27,40 @@ SWARM_RESOURCE = 'swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"'
 
 
 def run(as_json: bool) -> int:
-    from nodus_cli import swarm
+    from nodus_cli.client import Client
 
-    client = swarm.manager_client()
-    nodes = swarm.list_nodes(client)
+    with Client(target="swarm") as client:
+        nodes = client.list_nodes()
     if as_json:
-        emit_json({"nodes": [n.as_json() for n in nodes], "note": NOW_NOTE})
+        emit_json({"version": 1, "nodes": [n.as_json() for n in nodes], "note": NOW_NOTE})
         return 0
     out = Writer()
     rows = []
     for n in nodes:
+        d = n.details
         gpu = f"{n.gpu} {n.gpu_memory_gb:g} GB" if n.gpu and n.gpu_memory_gb else (n.gpu or "-")
+        availability = d.get("availability", "active")
         rows.append(
             [
-                n.key,
-                n.state if n.availability == "active" else f"{n.state} ({n.availability})",
-                n.role,
+                safe(n.hostname if d.get("name") is None else str(d["name"])),
+                n.state if availability == "active" else f"{n.state} ({availability})",
+                str(d.get("role", "")),
                 f"{n.cpus:g}",
                 f"{n.memory_gb:g} GB",
                 str(n.gpus),
                 str(n.free_gpus),
                 gpu,
-                money(n.price_per_hour) if n.price_source != "not set" else "-",
+                money(n.price_per_hour) if d.get("price_source") != "not set" else "-",
             ]
         )
     headers = ["node", "state", "role", "CPUs", "memory", "GPUs", "free", "GPU", "$/h"]
     out.table(headers, rows, right=(3, 5, 6, 8))
     for n in nodes:
-        for problem in n.problems:
-            out.line(f"{out.paint('note:', 'yellow')} node {n.key}: {problem}")
-        if n.price_source.startswith("catalog"):
-            out.line(out.paint(f"node {n.key}: $/h is the {n.price_source}", "dim"))
+        for problem in n.details.get("problems") or []:
+            out.line(f"{out.paint('note:', 'yellow')} node {safe(n.hostname)}: {safe(problem)}")
+        source = str(n.details.get("price_source") or "")
+        if source.startswith("catalog"):
+            out.line(out.paint(f"node {safe(n.hostname)}: $/h is the {source}", "dim"))
     out.line(out.paint(NOW_NOTE, "dim"))
     out.flush()
     return 0
@@ -198,7 +201,8 @@ def _write_runtime_config(path: Path) -> str:
 
 
 def _label_node(labels: dict[str, str]) -> str:
-    from nodus_cli import engine, swarm
+    from nodus_cli import engine
+    from nodus_cli.targets import swarm
 
     api = swarm.connect()
     try:

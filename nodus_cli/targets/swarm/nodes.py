@@ -15,7 +15,7 @@ from typing import Any
 
 from nodus_cli import gpus
 from nodus_cli.catalog import Offer
-from nodus_cli.swarm.api import (
+from nodus_cli.targets.swarm.api import (
     GPU_KIND,
     HOLDING,
     LABEL_GPU,

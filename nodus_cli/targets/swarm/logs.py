@@ -9,7 +9,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from nodus_cli.swarm.api import SwarmApi
+from nodus_cli.targets.swarm.api import SwarmApi
 
 
 class LogFollower:

@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from nodus_cli import engine
-from nodus_cli.problems import NodusError
+from nodus_cli.errors import NodusError, NotRunnable
 
 GPU_KIND = "NVIDIA-GPU"
 LABEL_GPU = "nodus.gpu"
@@ -81,6 +81,7 @@ class SwarmApi(engine.Engine):
             name=body["Name"],
             labels=body["Labels"],
             mode=body["Mode"],
+            endpoint_spec=body.get("EndpointSpec"),
         )
         return str(doc["ID"])
 
@@ -121,6 +122,11 @@ class SwarmApi(engine.Engine):
                     mode=ServiceMode("replicated-job", replicas=0),
                 )
         self.remove_service(doc["ID"])
+
+    def volumes(self, filters: dict[str, list[str]] | None = None) -> list[str]:
+        """Names of this engine's volumes (matching ``filters``)."""
+        doc = self.call(self.client.volumes, filters=filters) or {}
+        return [str(v["Name"]) for v in doc.get("Volumes") or []]
 
     def remove_volume(self, name: str) -> None:
         self.call(self.client.remove_volume, name, force=True)
@@ -206,15 +212,13 @@ def manager_client() -> SwarmApi:
         if exc.status != 503:
             raise NodusError(f"the Docker engine at {api.where}: {exc.message}") from None
         if "worker" in exc.message.lower():
-            raise NodusError(
+            raise NotRunnable(
                 f"the Docker engine at {api.where} is a Swarm worker; nodus needs a manager "
                 "to see the nodes",
-                exit_code=2,
                 hint="point DOCKER_HOST (or the Docker context) at a manager node",
             ) from None
-        raise NodusError(
+        raise NotRunnable(
             f"the Docker engine at {api.where} is not part of a Swarm cluster",
-            exit_code=2,
             hint="point DOCKER_HOST (or the Docker context) at a Swarm manager, or create a "
             "cluster with `docker swarm init`, then prepare GPU nodes with "
             "`nodus swarm init-node`",

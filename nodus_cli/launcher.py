@@ -1,0 +1,230 @@
+"""Starting a run: check it, record it, then run it here or hand it to a background process.
+
+:func:`prepare` does every check that can refuse a run before anything is recorded or
+started: the host environment has every ``${NAME}`` the workload takes, the target can
+run every stage (planned against what it holds now), the spending limits allow it.
+:func:`execute` records the run and drives it in this process (``nodus run``);
+:func:`submit` records it and starts a background supervisor (``nodus run --detach``,
+``client.run()``), which :func:`supervise` is. A background supervisor prepares again
+before it starts: what was free when the run was submitted may be taken by then.
+
+A supervisor claims its run (its pid, host and process start time go into the record),
+so a run whose supervisor died is noticed (:mod:`nodus_cli.reconcile`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nodus_cli import targets
+from nodus_cli.errors import InvalidInput, NodusError
+from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runtime_lookup
+from nodus_cli.runner import Allowance, Outcome, Runner, Sink
+from nodus_cli.workload import Workload, from_json
+
+if TYPE_CHECKING:
+    from nodus_cli.planner import Plan
+    from nodus_cli.targets.base import Preparation, Target
+
+#: How long a submission waits for its background supervisor to place the first task.
+HANDSHAKE_SECONDS = 60.0
+
+
+@dataclass(slots=True)
+class Launch:
+    """A workload checked against a target, ready to be recorded and run."""
+
+    workload: Workload
+    target: Target
+    plan: Plan
+    preparation: Preparation
+    #: Each stage's environment with ``${NAME}`` resolved (held in memory only).
+    env: dict[str, dict[str, str]]
+    file: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    allowance: Allowance | None = None
+
+
+def resolved_env(workload: Workload, host: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Each stage's env with templates resolved; every missing variable in one error."""
+    from nodus_cli.workload.environment import MissingVariables, resolve
+
+    found: dict[str, dict[str, str]] = {}
+    missing: list[str] = []
+    for stage in workload.stages:
+        try:
+            found[stage.name] = resolve(stage.env, host)
+        except MissingVariables as exc:
+            missing.extend(line.strip() for line in str(exc).splitlines() if line.strip())
+    if missing:
+        raise InvalidInput(
+            "the workload takes values from this environment that are not set:\n  "
+            + "\n  ".join(dict.fromkeys(missing)),
+            hint="export them before running (they are never stored), or give a default: "
+            "${NAME:-default}",
+        )
+    return found
+
+
+def prepare(
+    workload: Workload,
+    target_name: str,
+    store: RunStore,
+    *,
+    catalog: str | None = None,
+    file: str | None = None,
+    interactive: bool = False,
+    host_env: Mapping[str, str] | None = None,
+) -> Launch:
+    """Every check that can refuse the run, before anything is recorded or started."""
+    env = resolved_env(workload, os.environ if host_env is None else host_env)
+    target = targets.get(target_name, store, catalog)
+    if hasattr(target, "interactive"):
+        target.interactive = interactive
+    history = runtime_lookup(store, fingerprint(workload))
+    plan = target.plan(workload, history)
+    preparation = target.prepare(workload, plan)
+    warnings = list(preparation.warnings)
+    if workload.budget is not None and preparation.price_per_hour <= 0 and _unpriced(plan):
+        warnings.append(
+            f"budget ${workload.budget:,.2f} cannot be enforced on {target.description}: it "
+            "has no price per hour"
+            + (
+                " (set [local] price_per_hour in the nodus configuration file)"
+                if target_name == "local"
+                else " (label the nodes nodus.price_per_hour, or nodus.machine_id)"
+            )
+        )
+    from nodus_cli import limits
+
+    allowance = limits.check(store, workload, plan, preparation.price_per_hour)
+    return Launch(workload, target, plan, preparation, env, file, warnings, allowance)
+
+
+def _unpriced(plan: Plan) -> bool:
+    return all(sp.selected is None or sp.selected.offer.price_per_hour <= 0 for sp in plan.stages)
+
+
+def execute(
+    launch: Launch,
+    store: RunStore,
+    *,
+    retries: int = 0,
+    sink: Sink | None = None,
+    record: RunRecord | None = None,
+) -> tuple[RunRecord, Outcome]:
+    """Record the run (unless it is already) and drive it in this process."""
+    if record is None:
+        record = store.create_run(
+            launch.workload, launch.target.name, launch.preparation.price_per_hour, launch.file
+        )
+    store.claim(record.id, os.getpid())
+    output = launch.workload.output_dir
+    runner = Runner(
+        launch.target,
+        store,
+        record,
+        launch.workload,
+        launch.plan,
+        launch.env,
+        retries=retries,
+        sink=sink,
+        allowance=launch.allowance,
+        copy_to=Path(output) if output else None,
+    )
+    try:
+        return record, runner.execute()
+    finally:
+        launch.target.close()
+
+
+def submit(
+    launch: Launch,
+    store: RunStore,
+    *,
+    retries: int = 0,
+    catalog: str | None = None,
+    handshake: bool = False,
+) -> RunRecord:
+    """Record the run and start its background supervisor; returns at once, or, with
+    ``handshake``, once the first task holds its place (or the run ended early)."""
+    record = store.create_run(
+        launch.workload, launch.target.name, launch.preparation.price_per_hour, launch.file
+    )
+    launch.target.close()
+    args = [sys.executable, "-m", "nodus_cli", "_exec", record.id, "--retries", str(retries)]
+    if catalog:
+        args += ["--catalog", catalog]
+    with open(store.stderr_path(record.id), "ab") as errors:
+        child = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            start_new_session=True,
+            env={**os.environ, "NODUS_HOME": str(store.root), "NODUS_DETACHED": "1"},
+        )
+    store.claim(record.id, child.pid)
+    if not handshake:
+        return record
+    return _handshake(store, record.id, child)
+
+
+def _handshake(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> RunRecord:
+    """Wait until the first task holds its place, the run ended, or the child died."""
+    deadline = time.monotonic() + HANDSHAKE_SECONDS
+    delay = 0.02
+    while True:
+        current = store.get(run_id)
+        first = current.stages[0] if current.stages else None
+        placed = first is not None and (first.started_at is not None or not first.status.active)
+        if not current.status.active or placed:
+            return current
+        if child.poll() is not None:
+            time.sleep(0.05)
+            current = store.get(run_id)
+            if current.status.active:  # it died without recording an outcome (a crash)
+                store.finish_run(
+                    run_id,
+                    RunStatus.FAILED,
+                    child.returncode or 1,
+                    0.0,
+                    f"the background process exited ({child.returncode}) before starting; "
+                    f"see {store.stderr_path(run_id)}",
+                )
+                current = store.get(run_id)
+            return current
+        if time.monotonic() >= deadline:
+            return current
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.2)
+
+
+def supervise(run_id: str, retries: int, catalog: str | None) -> int:
+    """The background half of a submission: prepare again, then run to completion."""
+    store = RunStore.open()
+    record = store.get(run_id)
+    store.claim(run_id, os.getpid())
+    workload = from_json(record.workload_json)
+    try:
+        launch = prepare(workload, record.target, store, catalog=catalog, file=record.file)
+        for warning in launch.warnings:
+            store.log_writer(run_id).write(None, None, "nodus", f"warning: {warning}")
+        _, outcome = execute(launch, store, retries=retries, record=record)
+    except NodusError as exc:
+        # Refused before the first task (GPUs taken meanwhile, an image gone): record it.
+        current = store.get(run_id)
+        if current.status.active:
+            log = store.log_writer(run_id)
+            log.write(None, None, "nodus", f"error: {exc.message}")
+            log.close()
+            store.finish_run(run_id, RunStatus.FAILED, exc.exit_code, current.cost, exc.message)
+        return exc.exit_code
+    return outcome.exit_code

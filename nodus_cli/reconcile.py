@@ -1,0 +1,179 @@
+"""No run stays ``running`` with nobody supervising it, and nothing outlives its record.
+
+A supervisor (the ``nodus run`` process, or the background one of ``--detach`` and the
+Python API) can be killed hard (a CI timeout sends SIGKILL) or lose its engine; it then
+cannot record its end nor remove its containers, and the GPUs those hold stay taken.
+:func:`reconcile`, which every command that reads the records calls first, notices:
+a run still pending or running whose supervisor on this host is gone has what it left
+stopped and removed on its target (containers, services, volumes; which frees its
+GPUs), its work folder kept or copied as for any failed run, and is recorded ``failed``
+with the reason. A run that ended while its target could not be reached (the engine
+was down) keeps ``cleanup_pending`` until a later command removes what it left.
+
+:func:`stop` is ``nodus stop``: it asks the supervisor to stop (SIGTERM, and a flag in
+the records for a supervisor no signal can reach) and waits for the record to end; a run
+whose supervisor is gone is stopped here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from nodus_cli import targets
+from nodus_cli.errors import NodusError
+from nodus_cli.records import RunRecord, RunStatus, RunStore, StoreError, hostname, process_alive
+from nodus_cli.targets.base import TargetFailure
+
+#: A run recorded this long ago with no supervisor yet was abandoned before it started.
+CLAIM_GRACE_SECONDS = 60.0
+#: How long ``stop`` waits for a supervisor to record its end.
+STOP_WAIT_SECONDS = 60.0
+
+
+class Stopped(StrEnum):
+    STOPPED = "stopped"
+    NOT_RUNNING = "not_running"
+
+
+@dataclass(frozen=True, slots=True)
+class StopResult:
+    run_id: str
+    result: Stopped
+    status: RunStatus
+    message: str
+
+
+def supervised(record: RunRecord) -> bool:
+    """Whether a live process on this host (or any process elsewhere) still supervises it."""
+    if record.host is not None and record.host != hostname():
+        return True  # another machine's process: nodus cannot tell from here
+    if record.pid is None:
+        return _age(record) < CLAIM_GRACE_SECONDS
+    return process_alive(record.pid, record.pid_start)
+
+
+def _age(record: RunRecord) -> float:
+    try:
+        started = time.mktime(time.strptime(record.started_at[:19], "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return 0.0
+    return time.mktime(time.gmtime()) - started
+
+
+def reconcile(store: RunStore, catalog: str | None = None) -> list[str]:
+    """Record runs whose supervisor died, and finish pending clean-ups; what was done."""
+    if store.read_only:
+        return []
+    try:
+        active = store.active()
+    except StoreError:
+        return []  # `runs` and `logs` still read what they can
+    said: list[str] = []
+    for record in active:
+        if record.status.active:
+            if supervised(record):
+                continue
+            said.append(_abandoned(store, record, catalog))
+        elif record.cleanup_pending:
+            note = _clean(store, record, catalog)
+            if note:
+                said.append(note)
+    return said
+
+
+def _abandoned(store: RunStore, record: RunRecord, catalog: str | None) -> str:
+    who = f"its nodus process ({record.pid})" if record.pid else "its nodus process"
+    removed, pending = _remove(store, record, catalog)
+    work = _release(store, record, catalog)
+    reason = f"{who} ended without recording an outcome (killed, or it crashed)"
+    if removed:
+        reason += f"; removed what it left: {', '.join(removed)}"
+    if pending:
+        reason += f"; not yet removed: {pending} (a later nodus command retries)"
+    cost = sum(s.cost for s in record.stages) or record.cost
+    store.finish_run(record.id, RunStatus.FAILED, None, cost, reason, output=work)
+    store.set_cleanup_pending(record.id, bool(pending))
+    return f"run {record.id}: {reason}"
+
+
+def _clean(store: RunStore, record: RunRecord, catalog: str | None) -> str | None:
+    removed, pending = _remove(store, record, catalog)
+    if pending:
+        return None
+    store.set_cleanup_pending(record.id, False)
+    return f"run {record.id}: removed what it left: {', '.join(removed)}" if removed else None
+
+
+def _remove(store: RunStore, record: RunRecord, catalog: str | None) -> tuple[list[str], str]:
+    """Stop and remove what the run left on its target: (what was removed, what remains)."""
+    try:
+        target = targets.get(record.target, store, catalog)
+        try:
+            left = target.cleanup(record.id)
+        finally:
+            target.close()
+    except (TargetFailure, NodusError) as exc:
+        message = exc.message if isinstance(exc, NodusError) else str(exc)
+        return [], message
+    return left.removed, "; ".join(left.remaining)
+
+
+def _release(store: RunStore, record: RunRecord, catalog: str | None) -> dict[str, object] | None:
+    output = (record.workload_json or {}).get("output_dir")
+    try:
+        target = targets.get(record.target, store, catalog)
+        work = target.release(record, False, Path(output) if output else None)
+    except (TargetFailure, NodusError, OSError):
+        return None
+    return work.as_json() if work.kind != "none" else None
+
+
+def stop(store: RunStore, run_id: str, catalog: str | None = None) -> StopResult:
+    """Stop a run (``nodus stop``): STOPPED when it was running, NOT_RUNNING otherwise.
+
+    An unknown id raises :class:`~nodus_cli.errors.UsageError`.
+    """
+    record = store.get(run_id)
+    if not record.status.active:
+        return StopResult(
+            record.id,
+            Stopped.NOT_RUNNING,
+            record.status,
+            f"run {record.id} is not running: it ended {record.status}",
+        )
+    store.request_stop(record.id)
+    if supervised(record) and record.pid is not None and record.host in (None, hostname()):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(record.pid, signal.SIGTERM)
+    if supervised(record):
+        deadline = time.monotonic() + STOP_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            current = store.get(record.id)
+            if not current.status.active:
+                return StopResult(
+                    record.id,
+                    Stopped.STOPPED,
+                    current.status,
+                    f"run {record.id} stopped: {current.message or current.status}",
+                )
+            if not supervised(current):
+                break
+            time.sleep(0.1)
+    # Nobody (left) to stop it: stop it here.
+    removed, pending = _remove(store, record, catalog)
+    work = _release(store, record, catalog)
+    message = "stopped by `nodus stop`"
+    if removed:
+        message += f"; removed {', '.join(removed)}"
+    if pending:
+        message += f"; not yet removed: {pending} (a later nodus command retries)"
+    cost = sum(s.cost for s in record.stages) or record.cost
+    store.finish_run(record.id, RunStatus.CANCELLED, 143, cost, message, output=work)
+    store.set_cleanup_pending(record.id, bool(pending))
+    return StopResult(record.id, Stopped.STOPPED, RunStatus.CANCELLED, f"run {record.id} {message}")

@@ -1,0 +1,41 @@
+"""Targets: where tasks run. One driver (:mod:`nodus_cli.runner`) runs every target.
+
+:data:`REGISTRY` maps a target's name to the class that implements
+:class:`~nodus_cli.targets.base.Target`, as ``"module:Class"`` so that choosing a target
+imports only that target (the local target never loads the Swarm code, and neither loads
+the Docker SDK before it connects). A new target is one module and one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from nodus_cli.errors import UsageError
+from nodus_cli.targets.base import TargetName
+
+if TYPE_CHECKING:
+    from nodus_cli.records import RunStore
+    from nodus_cli.targets.base import Target
+
+REGISTRY: dict[str, str] = {
+    TargetName.LOCAL: "nodus_cli.targets.local:LocalTarget",
+    TargetName.SWARM: "nodus_cli.targets.swarm:SwarmTarget",
+}
+
+
+def names() -> list[str]:
+    return list(REGISTRY)
+
+
+def get(name: str, store: RunStore, catalog: str | None = None) -> Target:
+    """An instance of the target called ``name`` (UsageError for an unknown name)."""
+    where = REGISTRY.get(name)
+    if where is None:
+        raise UsageError(
+            f"unknown target {name!r}: nodus runs on {', '.join(REGISTRY)}",
+            hint="--target local (this machine) or --target swarm (a Docker Swarm cluster)",
+        )
+    module, _, attribute = where.partition(":")
+    cls: type[Target] = getattr(importlib.import_module(module), attribute)
+    return cls(store, catalog)

@@ -1,0 +1,280 @@
+"""What a target is: the mechanism that runs one task somewhere, behind a small interface.
+
+The run policy (stage order, fan-out, budget on one clock, retries, signals, records,
+status lines, the log) lives in one driver, :class:`nodus_cli.runner.Runner`, for every
+target. A target only knows how to run *one task* — a stage's command, or one item of a
+fan-out stage — and how to stop it. It never imports the driver: it reports through the
+:class:`TaskContext` it is handed (``say``, ``emit``, ``submitted``, ``started``).
+
+A target, in the order the driver uses it:
+
+1. :meth:`Target.inventory` — the configurations it offers (for plans).
+2. :meth:`Target.prepare` — refuse before anything starts (GPUs missing or taken, the
+   engine down, an image that cannot be had, a host path that does not exist), and say
+   what a run costs per hour there.
+3. :meth:`Target.capacity` — how many tasks of a fan-out stage may run at once.
+4. :meth:`Target.run_task` — run one task to its end (blocking; called from a worker
+   thread, several at once for a fan-out stage) and say how it ended.
+5. :meth:`Target.stop_task` — from another thread: stop a task now (budget, Ctrl-C,
+   ``nodus stop``); its ``run_task`` then returns with :attr:`TaskState.STOPPED`.
+6. :meth:`Target.release` — after the last task: the shared work folder is copied out,
+   kept or removed.
+7. :meth:`Target.cleanup` — remove everything the run left (containers, services,
+   volumes), for a run whose supervisor died or that ``nodus stop`` ends.
+
+Adding a target is one module implementing this class plus one line in
+:data:`nodus_cli.targets.REGISTRY` (docs/targets.md walks through it).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+
+if TYPE_CHECKING:
+    from nodus_cli.catalog import Offer
+    from nodus_cli.planner import Plan, RuntimeLookup, StagePlan
+    from nodus_cli.records import RunRecord, RunStore
+    from nodus_cli.workload import Stage, Workload
+
+
+class TargetName(StrEnum):
+    LOCAL = "local"
+    SWARM = "swarm"
+
+
+class TargetFailure(Exception):
+    """The root of a target's own failures that the driver handles (never shown raw)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One input of a fan-out stage."""
+
+    index: int
+    value: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One container to run: a stage's command, or one item of a fan-out stage."""
+
+    run_id: str
+    workload: str
+    stage: Stage
+    stage_index: int
+    #: The stage's environment with ``${NAME}`` resolved from the host (never recorded).
+    env: Mapping[str, str]
+    item: Item | None = None
+    attempt: int = 1
+    #: Devices an earlier attempt held: a retry keeps them when they are still free.
+    previous_devices: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """Unique within the run: ``train``, or ``shard[3]`` for item 3."""
+        return self.stage.name if self.item is None else f"{self.stage.name}[{self.item.index}]"
+
+    def environment(self, work_dir: str | None) -> dict[str, str]:
+        """What the container's environment holds: the stage's, then nodus's own."""
+        env = dict(self.env)
+        env["NODUS_RUN_ID"] = self.run_id
+        env["NODUS_STAGE"] = self.stage.name
+        if work_dir is not None:
+            env["NODUS_WORK_DIR"] = work_dir
+        if self.item is not None:
+            env["NODUS_ITEM"] = self.item.value
+            env["NODUS_ITEM_INDEX"] = str(self.item.index)
+            env["NODUS_ITEM_COUNT"] = str(self.item.count)
+        return env
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A task runs now: where, on which devices, and what it costs per hour."""
+
+    devices: tuple[str, ...] = ()
+    node: str | None = None
+    #: USD per hour while it runs: the machine's price divided among the tasks it hosts.
+    price_per_hour: float = 0.0
+    #: The configuration it runs on (``Offer.as_json``), for records and runtime history.
+    config: dict[str, Any] | None = None
+
+
+class TaskState(StrEnum):
+    #: The command ended by itself; ``exit_code`` is its own.
+    EXITED = "exited"
+    #: The command could not be started (not found: 127, not executable: 126).
+    CANNOT_START = "cannot_start"
+    #: Killed by the kernel at its memory limit.
+    OUT_OF_MEMORY = "out_of_memory"
+    #: Killed or removed by someone outside nodus: a decision, never retried.
+    KILLED = "killed"
+    #: The target failed it (engine lost, node gone): worth a retry.
+    INFRASTRUCTURE = "infrastructure"
+    #: nodus stopped it (:meth:`Target.stop_task`); the driver knows why.
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskEnd:
+    state: TaskState
+    exit_code: int
+    message: str | None = None
+    #: GPU use sampled while it ran (``UsageReport.as_json``), when the target samples.
+    gpu_report: dict[str, Any] | None = None
+
+
+class TaskContext(Protocol):
+    """What the driver hands a running task; every method is thread-safe."""
+
+    def say(self, message: str) -> None:
+        """A status line (shown, and kept in the log as stream ``nodus``)."""
+
+    def emit(self, stream: Literal["stdout", "stderr"], text: str) -> None:
+        """One line of the task's output (without its newline)."""
+
+    def submitted(self, note: str | None = None) -> None:
+        """The task holds its place (a container created, a service submitted)."""
+
+    def waiting(self, message: str) -> None:
+        """Still not running, and why (a Swarm task pending): recorded and shown once."""
+
+    def started(self, info: Started) -> None:
+        """The task runs now: the driver's clock (and the cost) starts here."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preparation:
+    """What :meth:`Target.prepare` found: the price a record carries, and notes to show."""
+
+    price_per_hour: float = 0.0
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkDir:
+    """What became of a run's shared work folder."""
+
+    kind: Literal["copied", "kept", "removed", "none"]
+    path: str | None = None
+    note: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "path": self.path, "note": self.note}
+
+
+@dataclass(frozen=True, slots=True)
+class Cleanup:
+    """What :meth:`Target.cleanup` removed, and what it could not (yet)."""
+
+    removed: list[str] = field(default_factory=list)
+    remaining: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.remaining
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """What one machine of a target holds now (``client.list_nodes()``, ``nodus nodes``)."""
+
+    id: str
+    hostname: str
+    state: str
+    cpus: float
+    memory_gb: float
+    gpu: str | None
+    gpu_memory_gb: float | None
+    gpus: int
+    free_gpus: int
+    price_per_hour: float
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "hostname": self.hostname,
+            "state": self.state,
+            "cpus": self.cpus,
+            "memory_gb": self.memory_gb,
+            "gpu": self.gpu,
+            "gpu_memory_gb": self.gpu_memory_gb,
+            "gpus": self.gpus,
+            "free_gpus": self.free_gpus,
+            "price_per_hour": self.price_per_hour,
+            **self.details,
+        }
+
+
+class Target(ABC):
+    """A place to run tasks. Implementations hold their connection and per-run state."""
+
+    name: ClassVar[TargetName]
+    #: Shown where nodus says what this target is ("this machine", "the Swarm cluster").
+    description: ClassVar[str]
+
+    def __init__(self, store: RunStore, catalog: str | None = None) -> None:
+        self.store = store
+        self.catalog = catalog
+
+    # -- planning ----------------------------------------------------------------------
+
+    @abstractmethod
+    def offers(self, workload: Workload) -> tuple[Offer, ...]:
+        """The configurations this target can run a stage on now."""
+
+    def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
+        """Plan every stage against :meth:`offers` (a target may add its own notes)."""
+        from nodus_cli.planner import plan_workload
+
+        return plan_workload(workload, self.offers(workload), target=self.name, history=history)
+
+    @abstractmethod
+    def prepare(self, workload: Workload, plan: Plan) -> Preparation:
+        """Refuse (:class:`~nodus_cli.errors.NotRunnable` and kin) before anything starts."""
+
+    def capacity(self, stage: Stage, plan: StagePlan) -> int:
+        """How many tasks of this (fan-out) stage may run at once now; at least 1."""
+        return 1
+
+    # -- running -----------------------------------------------------------------------
+
+    def begin(self, record: RunRecord, workload: Workload, plan: Plan) -> None:  # noqa: B027
+        """Before the first task of a run (the shared work folder, say)."""
+
+    @abstractmethod
+    def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
+        """Run one task to its end. Blocking; may run in several threads at once."""
+
+    @abstractmethod
+    def stop_task(self, task: Task) -> None:
+        """Stop a task now, from any thread; its :meth:`run_task` returns STOPPED."""
+
+    def release(self, record: RunRecord, succeeded: bool, copy_to: Path | None) -> WorkDir:
+        """After the last task: copy the work folder out, keep it (a failed run) or remove it."""
+        return WorkDir("none")
+
+    @abstractmethod
+    def cleanup(self, run_id: str) -> Cleanup:
+        """Remove everything of the run still on the target (idempotent)."""
+
+    # -- looking -----------------------------------------------------------------------
+
+    def describe(self, record: RunRecord) -> str | None:
+        """What the target says about a running run now (None when it has nothing to add)."""
+        return None
+
+    @abstractmethod
+    def nodes(self) -> list[NodeInfo]:
+        """The machines of this target and what they hold now."""
+
+    def close(self) -> None:  # noqa: B027
+        """Release connections."""

@@ -1,0 +1,190 @@
+"""The service a task becomes on Swarm, and the job mode that suits the engines.
+
+A task is one service with one task that runs once (a replicated job, or on engines
+older than Docker 24 a one-replica service that never restarts: see :func:`job_mode`).
+A stage's task is pinned to the node the plan chose; a fan-out stage's tasks are not
+pinned: Swarm's own scheduler spreads them over the nodes that can run them (GPU generic
+resources reserved, the other nodes excluded by constraints), nodus does not schedule.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nodus_cli.containers import LABEL_RUN, WORK_DIR_IN_CONTAINER, ContainerSpec
+from nodus_cli.targets.swarm.api import GPU_KIND, LABEL_GPU, LABEL_GPU_MEMORY
+from nodus_cli.targets.swarm.nodes import Node
+
+if TYPE_CHECKING:
+    from docker import types
+
+#: The first Docker Engine whose Swarm stops, and cleans up after, a removed job.
+JOBS_FIXED_IN = (24, 0)
+#: Where a node's /tmp is mounted in the tasks that prepare and remove a shared folder.
+HOST_TMP = "/nodus-host-tmp"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkMount:
+    """The work folder a task gets: its own tmpfs, or a folder its node's stages share."""
+
+    host_path: str | None = None  # None: a tmpfs of the task's own
+
+    def mount(self) -> types.Mount:
+        from docker import types
+
+        if self.host_path is None:
+            return types.Mount(WORK_DIR_IN_CONTAINER, None, type="tmpfs")
+        return types.Mount(WORK_DIR_IN_CONTAINER, self.host_path, type="bind")
+
+
+def shared_folder(run_id: str) -> str:
+    """The folder, on a node, that the run's stages placed there share."""
+    return f"/tmp/nodus-work-{run_id}"
+
+
+def constraints_for(spec: ContainerSpec, node: Node | None, excluded: list[Node]) -> list[str]:
+    """Pinned to ``node``; or, unpinned, never on the ``excluded`` nodes."""
+    found: list[str] = []
+    if node is not None:
+        found.append(f"node.id=={node.id}")
+        if spec.gpu_count:
+            found.append(f"node.labels.{LABEL_GPU}=={node.labels.get(LABEL_GPU, node.gpu)}")
+            if LABEL_GPU_MEMORY in node.labels:
+                found.append(f"node.labels.{LABEL_GPU_MEMORY}=={node.labels[LABEL_GPU_MEMORY]}")
+    found.extend(f"node.id!={n.id}" for n in excluded)
+    return found
+
+
+def service_args(
+    spec: ContainerSpec,
+    constraints: list[str],
+    work: WorkMount,
+    job: bool = True,
+) -> dict[str, Any]:
+    """The body of ``POST /services/create``, of the SDK's types: the container contract.
+
+    A GPU task carries the GPU model and memory labels of its node as constraints (Swarm
+    never places it on another model) and reserves its GPUs as ``NVIDIA-GPU`` generic
+    resources. CPU and memory are both reserved and limited; /dev/shm is inside the
+    memory limit, as for a local container. Published ports go through the routing mesh.
+    """
+    from docker import types
+
+    mounts = [types.Mount("/dev/shm", None, type="tmpfs", tmpfs_size=spec.shm_bytes), work.mount()]
+    for m in spec.mounts:
+        mounts.append(
+            types.Mount(
+                m.target,
+                m.source,
+                type=m.type,
+                read_only=m.read_only,
+            )
+        )
+    container = types.ContainerSpec(
+        spec.image,
+        # `command` replaces the image's ENTRYPOINT and `args` its CMD, as docker run's
+        # --entrypoint and arguments do.
+        command=list(spec.entrypoint) if spec.entrypoint is not None else None,
+        args=list(spec.command) if spec.command is not None else None,
+        env=dict(spec.env),
+        labels=spec.labels,
+        # tmpfs is charged to the container's memory cgroup: inside the limit.
+        mounts=mounts,
+    )
+    resources = types.Resources(
+        cpu_limit=spec.nano_cpus,
+        mem_limit=spec.memory_bytes,
+        cpu_reservation=spec.nano_cpus,
+        mem_reservation=spec.memory_bytes,
+        generic_resources={GPU_KIND: spec.gpu_count} if spec.gpu_count else None,
+    )
+    body: dict[str, Any] = {
+        "Name": spec.name,
+        "Labels": spec.labels,
+        "TaskTemplate": types.TaskTemplate(
+            container,
+            resources=resources,
+            restart_policy=types.RestartPolicy("none"),
+            placement=types.Placement(constraints=constraints),
+        ),
+        "Mode": (
+            types.ServiceMode("replicated-job", replicas=1, concurrency=1)
+            if job
+            else types.ServiceMode("replicated", replicas=1)
+        ),
+        "EndpointSpec": None,
+    }
+    if spec.ports:
+        body["EndpointSpec"] = types.EndpointSpec(
+            ports=[
+                {
+                    "Protocol": p.protocol,
+                    "PublishedPort": p.host,
+                    "TargetPort": p.container,
+                    "PublishMode": "ingress",
+                }
+                for p in spec.ports
+            ]
+        )
+    return body
+
+
+def housekeeping_args(
+    run_id: str, node: Node, image: str, script: str, job: bool
+) -> dict[str, Any]:
+    """A one-off task on ``node`` that runs ``script`` with the node's /tmp mounted: it
+    prepares (and later removes) the folder the run's stages on that node share."""
+    from docker import types
+
+    labels = {LABEL_RUN: run_id, "nodus.stage": "_housekeeping"}
+    container = types.ContainerSpec(
+        image,
+        command=["/bin/sh", "-c", script],
+        labels=labels,
+        mounts=[types.Mount(HOST_TMP, "/tmp", type="bind")],
+    )
+    return {
+        "Name": f"nodus-{run_id}-house-{node.id[:8]}-{os.urandom(2).hex()}",
+        "Labels": labels,
+        "TaskTemplate": types.TaskTemplate(
+            container,
+            resources=types.Resources(cpu_limit=int(0.1e9), mem_limit=64 * 1024**2),
+            restart_policy=types.RestartPolicy("none"),
+            placement=types.Placement(constraints=[f"node.id=={node.id}"]),
+        ),
+        "Mode": (
+            types.ServiceMode("replicated-job", replicas=1, concurrency=1)
+            if job
+            else types.ServiceMode("replicated", replicas=1)
+        ),
+        "EndpointSpec": None,
+    }
+
+
+def job_mode(nodes: list[Node]) -> bool:
+    """Whether to submit tasks as replicated jobs (else as one-replica services).
+
+    Before Docker 24, removing a ``replicated-job`` service neither stops its running
+    task nor removes its finished task and container (moby/moby#42789, #44312); worse,
+    a task still pending when its service is removed is placed later and runs anyway.
+    Engines that old get the equivalent one-off service instead: one replica, restart
+    condition ``none`` (it runs once, to completion, and ``service rm`` stops and
+    removes it). ``NODUS_SWARM_MODE=replicated-job`` or ``=replicated`` decides instead.
+    """
+    forced = os.environ.get("NODUS_SWARM_MODE", "").strip().lower()
+    if forced in ("replicated-job", "job"):
+        return True
+    if forced == "replicated":
+        return False
+    return all(_version(n.engine_version) >= JOBS_FIXED_IN for n in nodes)
+
+
+def _version(text: str) -> tuple[int, int]:
+    parts = text.split("+")[0].split("-")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return (0, 0)
