@@ -60,7 +60,7 @@ def for_target(target: str, catalog_path: str | None = None) -> Inventory:
 
         return Inventory("local", localhost.offers(), "this machine")
     if target == "swarm":
-        from nodus_cli import swarm
+        from nodus_cli.targets import swarm
 
         return Inventory("swarm", swarm.offers(catalog_path), "the Swarm cluster's ready nodes")
     raise NodusError(f"unknown target {target!r}: use catalog, local or swarm", exit_code=2)

@@ -455,6 +455,7 @@ class Runner:
                 rec = state.record
                 rec.started_at = rec.started_at or run.submitted_at
                 rec.attempts = task.attempt
+                rec.config = rec.config or self._planned(task.stage)
                 if payload:
                     rec.message = payload
                 self._save_stage(state)
@@ -485,6 +486,14 @@ class Runner:
                 self._fatal = payload
                 self._start_halt("error", str(payload))
 
+    def _planned(self, stage: Stage) -> dict[str, Any] | None:
+        """The configuration the plan chose for a stage (its record's until it runs)."""
+        for sp in self.plan.stages:
+            if sp.name == stage.name and sp.selected is not None:
+                config: dict[str, Any] = sp.selected.offer.as_json()
+                return config
+        return None
+
     def _on_started(self, task: Task, info: Started, state: _Stage) -> None:
         if task.item is None:
             rec = state.record
@@ -492,7 +501,7 @@ class Runner:
             rec.started_at = rec.started_at or now_iso()
             rec.gpu_uuids = list(info.devices)
             rec.node = info.node
-            rec.config = info.config
+            rec.config = info.config or rec.config
             rec.attempts = task.attempt
             if info.node and self.target.name != "local":
                 rec.message = f"running on node {info.node}"

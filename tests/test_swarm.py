@@ -27,10 +27,15 @@ from swarm_support import (  # noqa: F401 - fixtures
     nodus_swarm,
 )
 
-from nodus_cli import swarm
 from nodus_cli.containers import spec_for
-from nodus_cli.swarm import logs as swarm_logs
-from nodus_cli.swarm import nodes as swarm_nodes
+from nodus_cli.errors import NotRunnable
+from nodus_cli.planner import no_history
+from nodus_cli.records import RunStore
+from nodus_cli.targets import swarm
+from nodus_cli.targets.base import Task
+from nodus_cli.targets.swarm import logs as swarm_logs
+from nodus_cli.targets.swarm import nodes as swarm_nodes
+from nodus_cli.targets.swarm.services import WorkMount, constraints_for
 from nodus_cli.workload import Requirements, Stage
 
 SPEC_NODE_KEYS = {
@@ -145,6 +150,10 @@ def _node(**changes: Any) -> swarm.Node:
     return swarm.Node(**base)
 
 
+def _spec(stage: Stage) -> Any:
+    return spec_for(Task("r1", "wl", stage, 0, stage.env))
+
+
 def test_service_args_pin_the_node_and_hold_the_gpu_model() -> None:
     stage = Stage(
         "train",
@@ -153,7 +162,8 @@ def test_service_args_pin_the_node_and_hold_the_gpu_model() -> None:
         {"A": "1"},
         Requirements(gpu="H100", gpu_count=2, cpu=4, memory_gb=16),
     )
-    body = swarm.service_args(spec_for(stage, "r1", "wl"), _node(), None)
+    spec = _spec(stage)
+    body = swarm.service_args(spec, constraints_for(spec, _node(), []), WorkMount())
     task = body["TaskTemplate"]
     assert task["Placement"]["Constraints"] == [
         "node.id==n1",
@@ -179,15 +189,38 @@ def test_service_args_pin_the_node_and_hold_the_gpu_model() -> None:
 
 def test_service_args_cpu_stage_only_pins_the_node() -> None:
     stage = Stage("prep", IMAGE, None, {}, Requirements(cpu=1))
-    body = swarm.service_args(spec_for(stage, "r1", "wl"), _node(), "nodus-work-r1")
+    spec = _spec(stage)
+    body = swarm.service_args(
+        spec, constraints_for(spec, _node(), []), WorkMount("/tmp/nodus-work-r1")
+    )
     task = body["TaskTemplate"]
     assert task["Placement"]["Constraints"] == ["node.id==n1"]
     assert "GenericResources" not in task["Resources"]["Reservations"]
-    spec = task["ContainerSpec"]
-    assert spec.get("Args") is None and spec.get("Command") is None  # the image's own
-    work = next(m for m in task["ContainerSpec"]["Mounts"] if m["Target"] == "/nodus/work")
-    assert work["Type"] == "volume" and work["Source"] == "nodus-work-r1"
-    assert work["VolumeOptions"]["Labels"] == {"nodus.run": "r1"}
+    container = task["ContainerSpec"]
+    assert container.get("Args") is None and container.get("Command") is None  # the image's
+    work = next(m for m in container["Mounts"] if m["Target"] == "/nodus/work")
+    assert work["Type"] == "bind" and work["Source"] == "/tmp/nodus-work-r1"
+
+
+def test_a_command_string_replaces_the_entrypoint_on_swarm_too() -> None:
+    stage = Stage("s", IMAGE, ["/bin/sh", "-c", "echo hi"], {}, Requirements(), shell=True)
+    spec = _spec(stage)
+    container = swarm.service_args(spec, [], WorkMount())["TaskTemplate"]["ContainerSpec"]
+    assert container["Command"] == ["/bin/sh", "-c", "echo hi"] and container.get("Args") is None
+
+
+def test_fanout_tasks_are_not_pinned_and_ports_use_the_routing_mesh() -> None:
+    from nodus_cli.workload import Port
+
+    stage = Stage(
+        "s", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1), ports=(Port(80, 8080),)
+    )
+    spec = _spec(stage)
+    body = swarm.service_args(spec, constraints_for(spec, None, [_node(id="n9")]), WorkMount())
+    assert body["TaskTemplate"]["Placement"]["Constraints"] == ["node.id!=n9"]
+    assert body["EndpointSpec"]["Ports"] == [
+        {"Protocol": "tcp", "PublishedPort": 8080, "TargetPort": 80, "PublishMode": "ingress"}
+    ]
 
 
 def test_node_without_generic_resources_offers_no_gpu() -> None:
@@ -239,11 +272,19 @@ def gpu_task(node_id: str, gpus: int) -> dict[str, Any]:
     }
 
 
+def _target(api: FakeApi, tmp_path: Path) -> swarm.SwarmTarget:
+    target = swarm.SwarmTarget(RunStore.open(tmp_path / "home"))
+    target._api = api  # type: ignore[assignment]
+    return target
+
+
 def explain(api: FakeApi, node_id: str, count: int, err: str | None = None) -> str:
+    import tempfile
+
     stage = Stage("train", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=count, cpu=1))
     node = next(n for n in swarm.list_nodes(api) if n.id == node_id)  # type: ignore[arg-type]
-    runner = type("R", (), {"client": api})()
-    return swarm.SwarmRunner.explain_pending(runner, stage, node, err)  # type: ignore[arg-type]
+    target = _target(api, Path(tempfile.mkdtemp()))
+    return target.explain_pending(stage, node, err)
 
 
 def test_pending_diagnosis_names_the_largest_matching_capacity() -> None:
@@ -264,8 +305,7 @@ def test_pending_diagnosis_when_the_node_lost_its_generic_resources() -> None:
     assert "nodus swarm init-node" in text and "largest matching" not in text
 
 
-def test_refusal_names_nodes_whose_gpus_are_not_declared() -> None:
-    from nodus_cli.problems import NodusError
+def test_refusal_names_nodes_whose_gpus_are_not_declared(tmp_path: Path) -> None:
     from nodus_cli.workload import Workload
 
     stage = Stage("main", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1))
@@ -280,10 +320,34 @@ def test_refusal_names_nodes_whose_gpus_are_not_declared() -> None:
         stages=[stage],
     )
     api = FakeApi([raw_node("a", "gpu-a", "H100", 0)], [])
-    with pytest.raises(NodusError) as caught:
-        swarm.plan_swarm(work, api, None, None)  # type: ignore[arg-type]
+    target = _target(api, tmp_path)
+    plan = target.plan(work, no_history)
+    # With no eligible node, the plan shows what the cluster holds instead of nothing.
+    (sp,) = plan.stages
+    assert [c.offer.machine_id for c in sp.nearest] == ["gpu-a"]
+    assert any(n.startswith("the cluster holds: gpu-a (8 CPUs") for n in sp.notes)
+    with pytest.raises(NotRunnable) as caught:
+        target.prepare(work, plan)
     assert caught.value.exit_code == 3
     assert "node gpu-a: labelled nodus.gpu=H100 but it declares no NVIDIA-GPU" in str(caught.value)
+
+
+def test_sharing_a_gpu_by_memory_is_refused_on_swarm_with_the_reason(tmp_path: Path) -> None:
+    from nodus_cli.workload import Workload
+
+    stage = Stage(
+        "main",
+        IMAGE,
+        None,
+        {},
+        Requirements(gpu="H100", gpu_count=1, peak_memory_gb=10, share_gpu=True),
+    )
+    work = Workload("w", IMAGE, None, {}, None, None, stage.requirements, [stage])
+    target = _target(FakeApi([raw_node("a", "gpu-a", "H100", 4)], []), tmp_path)
+    plan = target.plan(work, no_history)
+    assert any("Swarm reserves whole GPUs" in n for n in plan.stages[0].notes)
+    with pytest.raises(NotRunnable, match="which Swarm cannot do"):
+        target.prepare(work, plan)
 
 
 def test_the_current_docker_context_names_the_engine(
@@ -584,7 +648,10 @@ def test_output_of_a_remote_job_is_complete_and_not_repeated(
     # Each stream keeps its order.
     assert [s for s in shown if s.startswith("o")] == [f"o{i}" for i in range(1, 1501)]
     log = nodus_swarm("logs", only_run(nodus_swarm)["id"]).stdout
-    assert sorted(ln.removeprefix("main | ") for ln in log.splitlines()) == sorted(expected)
+    output = [ln for ln in log.splitlines() if not ln.startswith("nodus: ")]
+    assert sorted(ln.removeprefix("main | ") for ln in output) == sorted(expected)
+    # nodus's own status lines are in the log too, as for every target
+    assert any(ln.startswith("nodus: stage main: submitting to node") for ln in log.splitlines())
 
 
 @pytest.mark.swarm
@@ -718,7 +785,7 @@ def test_stages_on_two_nodes_cannot_share_a_directory(
 
 
 @pytest.mark.swarm
-def test_stages_on_one_node_share_a_volume_removed_afterwards(
+def test_stages_on_one_node_share_a_folder_removed_afterwards(
     cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
 ) -> None:
     file = workload(
@@ -735,6 +802,33 @@ def test_stages_on_one_node_share_a_volume_removed_afterwards(
     run_id = only_run(nodus_swarm)["id"]
     assert docker("volume", "ls", "-q", "--filter", f"label=nodus.run={run_id}").split() == []
     assert cluster.service(run_id) == []
+    assert not Path(f"/tmp/nodus-work-{run_id}").exists()  # both nodes share this /tmp here
+    assert "stays on node" not in done.stderr
+
+
+@pytest.mark.swarm
+def test_stages_sharing_a_worker_node_leave_nothing_there(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = workload(
+        tmp_path,
+        'gpu = "H100"\n[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n'
+        '[[stages]]\nname = "write"\ngpu = "H100"\ncommand = "echo on-worker > $NODUS_WORK_DIR/x"\n'
+        "[stages.requirements]\ncpu = 0.25\nmemory_gb = 0.25\n"
+        '[[stages]]\nname = "read"\ngpu = "H100"\ncommand = "cat $NODUS_WORK_DIR/x"\n'
+        "[stages.requirements]\ncpu = 0.25\nmemory_gb = 0.25\n",
+    )
+    done = nodus_swarm("run", file, "--target", "swarm")
+    assert done.returncode == 0, done.stderr
+    assert "read | on-worker" in done.stdout
+    run_id = only_run(nodus_swarm)["id"]
+    placed = [s["configuration"]["machine_id"] for s in only_run(nodus_swarm)["stages"]]
+    assert placed == ["nodus-w1", "nodus-w1"]
+    labelled = f"label=nodus.run={run_id}"
+    assert docker("volume", "ls", "-q", "--filter", labelled, worker=True).strip() == ""
+    assert docker("ps", "-aq", "--filter", labelled, worker=True).strip() == ""
+    assert cluster.service(run_id) == []
+    assert not Path(f"/tmp/nodus-work-{run_id}").exists()
 
 
 @pytest.mark.swarm
@@ -829,5 +923,5 @@ def test_not_a_swarm_manager_is_a_clear_error(nodus_swarm: SwarmNodus) -> None:
     from swarm_support import WORKER_SOCK
 
     done = nodus_swarm("nodes", env={"DOCKER_HOST": f"unix://{WORKER_SOCK}"})
-    assert done.returncode == 2
+    assert done.returncode == 3  # not runnable there
     assert "Swarm worker" in done.stderr and "Traceback" not in done.stderr
