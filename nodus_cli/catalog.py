@@ -28,10 +28,11 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, date, datetime
-from functools import cache
+from functools import cache, lru_cache
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -351,19 +352,20 @@ def load_user_catalog(path: Path) -> Catalog:
     return Catalog(tuple(offers), str(path), meta, kind=USER_FILE, chosen_by="--catalog")
 
 
-def _number(row: Mapping[str, str | None], column: str, required: bool = True) -> float | None:
-    text = (row.get(column) or "").strip()
-    if not text:
-        if required:
-            raise ValueError(f"{column} is empty")
-        return None
+def _amount(text: str, column: str) -> float:
+    """A non-empty cell as a finite number >= 0; ValueError naming the column otherwise."""
     try:
         value = float(text)
     except ValueError:
         raise ValueError(f"{column} is not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
+    if not 0.0 <= value < math.inf:  # also false for nan
         raise ValueError(f"{column} must be a finite number >= 0, not {text!r}")
     return value
+
+
+def _optional(text: str, column: str) -> float | None:
+    text = text.strip()
+    return _amount(text, column) if text else None
 
 
 def canonical_gpu(
@@ -400,22 +402,258 @@ def _machine_memory(supplier: str, machine_id: str) -> float | None:
     return None
 
 
-def parse_row(row: Mapping[str, str | None]) -> Offer | None:
-    """One catalog row as an offer; None for a row with only a spot price.
+#: The values :func:`row_values` returns, in this order: the fields of :class:`Offer`.
+OfferValues = tuple[
+    str,
+    str,
+    str,
+    str | None,
+    int,
+    float,
+    float,
+    float,
+    float | None,
+    str,
+    float,
+    float | None,
+    bool,
+]
 
-    Raises ValueError with a message that names the column at fault.
+
+_OFFER_VALUES = attrgetter(*(f.name for f in fields(Offer)))
+
+
+def offer_values(offer: Offer) -> OfferValues:
+    """An offer's fields, in order (``Offer(*offer_values(o)) == o``)."""
+    values: OfferValues = _OFFER_VALUES(offer)
+    return values
+
+
+def parse_row(row: Mapping[str, str | None]) -> Offer | None:
+    """One catalog row (column name -> cell) as an offer; None for a row with only a spot
+    price. Raises ValueError with a message that names the column at fault."""
+    values = mapping_values(row)
+    return None if values is None else Offer(*values)
+
+
+def mapping_values(row: Mapping[str, str | None]) -> OfferValues | None:
+    """:func:`row_values` of a row given as column name -> cell."""
+    g = row.get
+    return row_values(
+        g("supplier") or "",
+        g("machine_id") or "",
+        g("region") or "",
+        g("gpu") or "",
+        g("gpu_count") or "",
+        g("gpu_memory_gb") or "",
+        g("vcpus") or "",
+        g("memory_gb") or "",
+        g("price_per_hour") or "",
+        g("spot_price_per_hour") or "",
+        g("arch") or "",
+        g("disk_gb") or "",
+        g("host_size") or "",
+    )
+
+
+def row_values(
+    supplier: str,
+    machine_id: str,
+    region: str,
+    gpu: str,
+    gpu_count: str,
+    gpu_memory_gb: str,
+    vcpus: str,
+    memory_gb: str,
+    price_per_hour: str,
+    spot_price_per_hour: str,
+    arch: str = "",
+    disk_gb: str = "",
+    host_size: str = "",
+) -> OfferValues | None:
+    """Every rule of a catalog row, on its cells (strings): the :class:`Offer` field values,
+    or None for a row with only a spot price. ValueError names the column at fault.
+
+    The rules that depend only on the machine (GPU spelling, counts, sizes, arch) are
+    checked once per distinct machine description (:func:`_machine_values`, cached), so
+    a catalog that lists one machine in many regions is validated at the cost of its prices.
     """
-    supplier = (row.get("supplier") or "").strip()
-    machine = (row.get("machine_id") or "").strip()
-    region = (row.get("region") or "").strip()
+    supplier = supplier.strip()
+    machine = machine_id.strip()
     if not supplier or not machine:
         raise ValueError("supplier and machine_id must not be empty")
-    spelled = (row.get("gpu") or "").strip()
-    count_value = _number(row, "gpu_count", required=False) or 0.0
+    family, count, memory, cpus, host, disk, arch_name, minimum = _machine_values(
+        supplier, machine, gpu, gpu_count, gpu_memory_gb, vcpus, memory_gb, disk_gb, arch, host_size
+    )
+    spot = _optional(spot_price_per_hour, "spot_price_per_hour")
+    price_text = price_per_hour.strip()
+    if not price_text:
+        if spot is None:
+            raise ValueError("price_per_hour is empty")
+        return None  # spot only: nothing to rank by on-demand price
+    price = _amount(price_text, "price_per_hour")
+    return (
+        supplier,
+        machine,
+        region.strip(),
+        family,
+        count,
+        memory,
+        cpus,
+        host,
+        disk,
+        arch_name,
+        price,
+        spot,
+        minimum,
+    )
+
+
+#: The columns of a row as :func:`row_cells` gives it: the fields of :class:`Offer`, in
+#: order (``host_size`` for ``size_is_minimum``). A catalog file in this order is read by
+#: :func:`read_canonical` (which finds its columns by name).
+CELL_COLUMNS = (
+    "supplier",
+    "machine_id",
+    "region",
+    "gpu",
+    "gpu_count",
+    "gpu_memory_gb",
+    "vcpus",
+    "memory_gb",
+    "disk_gb",
+    "arch",
+    "price_per_hour",
+    "spot_price_per_hour",
+    "host_size",
+)
+#: A row as text, in ``CELL_COLUMNS`` order.
+Cells = tuple[str, str, str, str, str, str, str, str, str, str, str, str, str]
+
+
+def row_cells(
+    supplier: str,
+    machine_id: str,
+    region: str,
+    gpu: str,
+    gpu_count: str,
+    gpu_memory_gb: str,
+    vcpus: str,
+    memory_gb: str,
+    price_per_hour: str,
+    spot_price_per_hour: str,
+    arch: str = "",
+    disk_gb: str = "",
+    host_size: str = "",
+) -> Cells | None:
+    """:func:`row_values`, the same rules, with the row given back as canonical text (GPU
+    family, nominal memory, arch, host size) for a catalog file: what ``nodus catalog
+    update`` stores, without making an :class:`Offer` of every row."""
+    supplier = supplier.strip()
+    machine = machine_id.strip()
+    if not supplier or not machine:
+        raise ValueError("supplier and machine_id must not be empty")
+    m = _machine_cells(
+        supplier, machine, gpu, gpu_count, gpu_memory_gb, vcpus, memory_gb, disk_gb, arch, host_size
+    )
+    spot = spot_price_per_hour.strip()
+    if spot:
+        _amount(spot, "spot_price_per_hour")
+    price = price_per_hour.strip()
+    if not price:
+        if not spot:
+            raise ValueError("price_per_hour is empty")
+        return None  # spot only: nothing to rank by on-demand price
+    _amount(price, "price_per_hour")
+    return (
+        supplier,
+        machine,
+        region.strip(),
+        m[0],
+        m[1],
+        m[2],
+        m[3],
+        m[4],
+        m[5],
+        m[6],
+        price,
+        spot,
+        m[7],
+    )
+
+
+def offer_from_cells(cells: Sequence[str]) -> Offer:
+    """The offer of a row :func:`row_cells` gave (no checks: it was checked then)."""
+    s, m, r, g, n, gm, v, mem, d, a, p, sp, h = cells
+    return Offer(
+        s,
+        m,
+        r,
+        g or None,
+        int(n or 0),
+        float(gm or 0),
+        float(v or 0),
+        float(mem or 0),
+        float(d) if d else None,
+        a,
+        float(p),
+        float(sp) if sp else None,
+        h == HOST_SIZE_MINIMUM_VALUE,
+    )
+
+
+@lru_cache(maxsize=65536)
+def _machine_cells(
+    supplier: str,
+    machine: str,
+    gpu: str,
+    gpu_count: str,
+    gpu_memory_gb: str,
+    vcpus: str,
+    memory_gb: str,
+    disk_gb: str,
+    arch: str,
+    host_size: str,
+) -> tuple[str, str, str, str, str, str, str, str]:
+    family, count, memory, cpus, host, disk, arch_name, minimum = _machine_values(
+        supplier, machine, gpu, gpu_count, gpu_memory_gb, vcpus, memory_gb, disk_gb, arch, host_size
+    )
+    return (
+        family or "",
+        str(count),
+        _text(memory),
+        _text(cpus),
+        _text(host),
+        "" if disk is None else _text(disk),
+        arch_name,
+        HOST_SIZE_MINIMUM_VALUE if minimum else "",
+    )
+
+
+def _text(x: float) -> str:
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
+@lru_cache(maxsize=65536)
+def _machine_values(
+    supplier: str,
+    machine: str,
+    gpu: str,
+    gpu_count: str,
+    gpu_memory_gb: str,
+    vcpus: str,
+    memory_gb: str,
+    disk_gb: str,
+    arch: str,
+    host_size: str,
+) -> tuple[str | None, int, float, float, float, float | None, str, bool]:
+    """The rules of a row that depend only on the machine, not on its region or price."""
+    spelled = gpu.strip()
+    count_value = _optional(gpu_count, "gpu_count") or 0.0
     if not count_value.is_integer():
-        raise ValueError(f"gpu_count must be a whole number, not {row.get('gpu_count')!r}")
+        raise ValueError(f"gpu_count must be a whole number, not {gpu_count!r}")
     count = int(count_value)
-    reported = _number(row, "gpu_memory_gb", required=False)
+    reported = _optional(gpu_memory_gb, "gpu_memory_gb")
     family_name: str | None = None
     memory = 0.0
     if spelled:
@@ -430,15 +668,11 @@ def parse_row(row: Mapping[str, str | None]) -> Offer | None:
             raise ValueError(f"gpu_count must be at least 1 for GPU {spelled!r}")
     elif count > 0:
         raise ValueError(f"gpu_count is {count} but the gpu column is empty")
-    arch_text = (row.get("arch") or "").strip()
-    arch = _ARCH.get(arch_text.lower() or "x86_64")
-    if arch is None:
+    arch_text = arch.strip()
+    arch_name = _ARCH.get(arch_text.lower() or "x86_64")
+    if arch_name is None:
         raise ValueError(f'arch must be "x86_64" or "arm64", not {arch_text!r}')
-    spot = _number(row, "spot_price_per_hour", required=False)
-    price = _number(row, "price_per_hour", required=spot is None)
-    if price is None:
-        return None  # spot only: nothing to rank by on-demand price
-    size_text = (row.get("host_size") or "").strip().lower()
+    size_text = host_size.strip().lower()
     if not size_text:
         minimum = supplier in HOST_SIZE_MINIMUM
     elif size_text in (HOST_SIZE_EXACT, HOST_SIZE_MINIMUM_VALUE):
@@ -446,22 +680,17 @@ def parse_row(row: Mapping[str, str | None]) -> Offer | None:
     else:
         raise ValueError(
             f'host_size must be "{HOST_SIZE_EXACT}", "{HOST_SIZE_MINIMUM_VALUE}" or empty, '
-            f"not {row.get('host_size')!r}"
+            f"not {host_size!r}"
         )
-    return Offer(
-        supplier=supplier,
-        machine_id=machine,
-        region=region,
-        gpu=family_name,
-        gpu_count=count,
-        gpu_memory_gb=memory,
-        vcpus=_number(row, "vcpus", required=False) or 0.0,
-        memory_gb=_number(row, "memory_gb", required=False) or 0.0,
-        disk_gb=_number(row, "disk_gb", required=False),
-        arch=arch,
-        price_per_hour=price,
-        spot_price_per_hour=spot,
-        size_is_minimum=minimum,
+    return (
+        family_name,
+        count,
+        memory,
+        _optional(vcpus, "vcpus") or 0.0,
+        _optional(memory_gb, "memory_gb") or 0.0,
+        _optional(disk_gb, "disk_gb"),
+        arch_name,
+        minimum,
     )
 
 

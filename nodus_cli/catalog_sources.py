@@ -19,7 +19,7 @@ from __future__ import annotations
 import email.utils
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import unquote, urlsplit
@@ -154,7 +154,7 @@ def proxy_for(url: str) -> str | None:
     return chosen
 
 
-def client(timeout: float) -> httpx.Client:
+def client(timeout: float, urls: Sequence[str] = ()) -> httpx.Client:
     """An HTTP client that honours the proxy environment and follows redirects."""
     import httpx
 

@@ -27,13 +27,14 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from nodus_cli import catalog, config
-from nodus_cli.catalog import Catalog, CatalogError, Offer
+from nodus_cli.catalog import Catalog, CatalogError, Cells, Offer
 
 FOLDER = "catalog"
 CURRENT = "current.json"
@@ -112,6 +113,23 @@ class Stored:
     catalog: Catalog
     sources: list[StoredSource]
     offers_by_source: dict[str, list[Offer]]
+
+    def cells(self, name: str) -> list[Cells]:
+        """One source's rows as the offers file holds them (for a 304: kept as they are)."""
+        at = 0
+        for s in self.sources:
+            if s.name == name:
+                break
+            at += s.rows
+        else:
+            return []
+        with open(self.catalog.path, newline="", encoding="utf-8") as handle:
+            reader = csv.reader(handle)
+            header = next(reader)
+            order = [header.index(c) for c in catalog.CELL_COLUMNS]
+            rows = list(reader)[at : at + s.rows]
+        pick = itemgetter(*order)
+        return [pick(r) for r in rows]
 
 
 def _broken(path: Path, why: object) -> CatalogError:
@@ -257,61 +275,37 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def offers_csv(offers: Sequence[Offer]) -> bytes:
-    """Offers in the embedded catalog's columns (what :func:`catalog.read_canonical` reads)."""
+def rows_csv(rows: Iterable[Cells]) -> bytes:
+    """Rows (canonical text) as the stored offers file."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(catalog.EMBEDDED_COLUMNS)
-    fmt = _fmt
-    minimum = catalog.HOST_SIZE_MINIMUM_VALUE
-    w.writerows(
-        (
-            o.supplier,
-            o.machine_id,
-            o.gpu or "",
-            o.gpu_count,
-            fmt(o.gpu_memory_gb),
-            fmt(o.vcpus),
-            fmt(o.memory_gb),
-            "" if o.disk_gb is None else fmt(o.disk_gb),
-            o.region,
-            fmt(o.price_per_hour),
-            "" if o.spot_price_per_hour is None else fmt(o.spot_price_per_hour),
-            o.arch,
-            minimum if o.size_is_minimum else "",
-        )
-        for o in offers
-    )
+    w.writerow(catalog.CELL_COLUMNS)
+    w.writerows(rows)
     return out.getvalue().encode("utf-8")
 
 
-def _fmt(x: float) -> str:
-    return str(int(x)) if x.is_integer() else repr(x)
-
-
 def replace_catalog(
-    sources: Sequence[tuple[StoredSource, Sequence[Offer]]],
+    sources: Sequence[tuple[StoredSource, Sequence[Cells]]],
     dropped: dict[str, int],
     updated_at: str,
 ) -> Path:
-    """Store these sources' offers as the catalog in use; return the offers file.
-
-    Atomic: until the final rename of current.json the catalog in use is untouched.
-    """
+    """Store these sources' rows (canonical text) as the catalog in use; return the offers
+    file. Atomic: until the final rename of current.json the catalog in use is untouched."""
     base = folder()
     _private_dir(base)
-    all_offers = [o for _, offers in sources for o in offers]
-    data = offers_csv(all_offers)
+    data = rows_csv(v for _, rows in sources for v in rows)
     name = f"offers-{hashlib.sha256(data).hexdigest()[:16]}.csv"
     records = []
-    for source, offers in sources:
-        source.rows = len(offers)
+    total = 0
+    for source, rows in sources:
+        source.rows = len(rows)
+        total += len(rows)
         records.append(source.as_json())
     meta = {
         "format": FORMAT,
         "offers_file": name,
         "updated_at": updated_at,
-        "rows": len(all_offers),
+        "rows": total,
         "dropped": {k: v for k, v in dropped.items() if v},
         "sources": records,
     }

@@ -16,15 +16,17 @@ stays as it was, byte for byte.
 from __future__ import annotations
 
 import csv
+import gc
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from nodus_cli import catalog, catalog_sources, catalog_store, skypilot
-from nodus_cli.catalog import Offer
+from nodus_cli.catalog import Cells, Offer
 from nodus_cli.catalog_sources import Fetched, Source, SourceError, Validators
 from nodus_cli.catalog_store import StoredSource
 
@@ -47,7 +49,8 @@ class Reporter(catalog_sources.Progress, Protocol):
 class SourceResult:
     source: Source
     stored: StoredSource
-    offers: list[Offer]
+    #: The validated rows, as canonical text (``catalog.CELL_COLUMNS``).
+    rows: list[Cells]
     format: str
     bad_rows: list[str] = field(default_factory=list)
     bad_count: int = 0
@@ -55,11 +58,15 @@ class SourceResult:
     attempts: int = 1
     size: int = 0
 
+    @property
+    def offers(self) -> list[Offer]:
+        return [catalog.offer_from_cells(c) for c in self.rows]
+
     def as_json(self) -> dict[str, object]:
         doc = self.stored.as_json()
         doc.update(
             {
-                "rows": len(self.offers),
+                "rows": len(self.rows),
                 "bad_rows": self.bad_count,
                 "bad_row_examples": self.bad_rows,
                 "dropped": {"no on-demand price": self.dropped} if self.dropped else {},
@@ -78,13 +85,13 @@ class UpdateResult:
 
     @property
     def rows(self) -> int:
-        return sum(len(r.offers) for r in self.results)
+        return sum(len(r.rows) for r in self.results)
 
 
 @dataclass(slots=True)
 class Parsed:
     format: str
-    offers: list[Offer]
+    rows: list[Cells]
     bad_rows: list[str]
     bad_count: int
     skipped: Counter[str]
@@ -123,7 +130,7 @@ def parse(source: Source, body: bytes) -> Parsed:
             f"its first line is {first[:120]!r}",
             hint=_format_hint(source),
         )
-    if not parsed.offers:
+    if not parsed.rows:
         why = []
         if parsed.bad_count:
             why.append(f"{parsed.bad_count} bad row(s)")
@@ -147,21 +154,54 @@ def _format_hint(source: Source) -> str:
     )
 
 
-def _validate(
-    source: Source, rows: Sequence[tuple[int, dict[str, str]]] | None, parsed: Parsed
+def _validate_mappings(
+    source: Source, rows: Sequence[tuple[int, dict[str, str]]], parsed: Parsed
 ) -> None:
-    parse_row = catalog.parse_row
-    offers = parsed.offers
-    for line, row in rows or ():
+    row_cells = catalog.row_cells
+    kept = parsed.rows
+    for line, row in rows:
+        g = row.get
         try:
-            offer = parse_row(row)
+            values = row_cells(
+                g("supplier") or "",
+                g("machine_id") or "",
+                g("region") or "",
+                g("gpu") or "",
+                g("gpu_count") or "",
+                g("gpu_memory_gb") or "",
+                g("vcpus") or "",
+                g("memory_gb") or "",
+                g("price_per_hour") or "",
+                g("spot_price_per_hour") or "",
+                g("arch") or "",
+                g("disk_gb") or "",
+                g("host_size") or "",
+            )
         except ValueError as exc:
             _bad(source, parsed, line, str(exc))
             continue
-        if offer is None:
+        if values is None:
             parsed.dropped += 1
         else:
-            offers.append(offer)
+            kept.append(values)
+
+
+def _validate_rows(
+    source: Source, rows: Sequence[tuple[int, skypilot.Row]], parsed: Parsed
+) -> None:
+    row_cells = catalog.row_cells
+    kept = parsed.rows
+    append = kept.append
+    for line, row in rows:
+        try:
+            values = row_cells(*row)
+        except ValueError as exc:
+            _bad(source, parsed, line, str(exc))
+            continue
+        if values is None:
+            parsed.dropped += 1
+        else:
+            append(values)
 
 
 def _bad(source: Source, parsed: Parsed, line: int, message: str) -> None:
@@ -186,7 +226,7 @@ def _parse_nodus(source: Source, text: str) -> Parsed:
             f"source {source} is not a readable CSV file at line {reader.line_num}: {exc}",
             hint=_format_hint(source),
         ) from None
-    _validate(source, rows, parsed)
+    _validate_mappings(source, rows, parsed)
     return parsed
 
 
@@ -202,7 +242,7 @@ def _parse_skypilot(source: Source, text: str) -> Parsed:
     parsed = Parsed(FORMAT_SKYPILOT, [], [], 0, Counter(), 0)
     parsed.dropped = converted.skipped.pop("no on-demand price", 0)
     parsed.skipped = converted.skipped
-    _validate(source, converted.rows, parsed)
+    _validate_rows(source, converted.rows, parsed)
     return parsed
 
 
@@ -215,10 +255,10 @@ def update(
     reporter: Reporter | None = None,
 ) -> UpdateResult:
     """Fetch, validate and store ``sources`` as the catalog in use (all or nothing)."""
-    with catalog_store.locked():
+    with catalog_store.locked(), _gc_paused():
         previous = catalog_store.read_quietly()
         results: list[SourceResult] = []
-        with catalog_sources.client(timeout) as http:
+        with catalog_sources.client(timeout, [s.url for s in sources]) as http:
             for source in sources:
                 results.append(_one(http, source, previous, retries, backoff, reporter))
                 if reporter is not None:
@@ -226,11 +266,24 @@ def update(
         updated_at = now_iso()
         dropped = sum(r.dropped for r in results)
         path = catalog_store.replace_catalog(
-            [(r.stored, r.offers) for r in results],
+            [(r.stored, r.rows) for r in results],
             {"no on-demand price": dropped},
             updated_at,
         )
     return UpdateResult(path, results, updated_at)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """An update allocates many small objects and creates no cycles: the cyclic garbage
+    collector would rescan them again and again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _one(
@@ -269,7 +322,7 @@ def _one(
         return SourceResult(
             source,
             stored,
-            list(kept),
+            previous.cells(source.name) if previous is not None else [],
             stored.format,
             bad_rows=list(before.bad_row_examples),
             bad_count=before.bad_rows,
@@ -283,7 +336,7 @@ def _one(
             hint="the server is misbehaving; try again later",
         )
     parsed = parse(source, fetched.body)
-    suppliers = sorted({o.supplier for o in parsed.offers})
+    suppliers = sorted({v[0] for v in parsed.rows})
     stored = StoredSource(
         name=source.name,
         url=source.url,
@@ -293,7 +346,7 @@ def _one(
         checked_at=checked,
         etag=fetched.etag,
         last_modified=fetched.last_modified,
-        rows=len(parsed.offers),
+        rows=len(parsed.rows),
         bad_rows=parsed.bad_count,
         bad_row_examples=list(parsed.bad_rows),
         skipped=dict(parsed.skipped),
@@ -302,7 +355,7 @@ def _one(
     return SourceResult(
         source,
         stored,
-        parsed.offers,
+        parsed.rows,
         parsed.format,
         bad_rows=parsed.bad_rows,
         bad_count=parsed.bad_count,

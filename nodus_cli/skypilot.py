@@ -35,10 +35,14 @@ was transcribed by (tools/catalog/SOURCES.md in the source repository):
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from operator import itemgetter
+from typing import Any
 
 #: Columns a SkyPilot vms.csv always has (in any order).
 REQUIRED = (
@@ -100,11 +104,17 @@ ARM64_GPUS = frozenset({"GH200", "GB200", "GB300"})
 _MIB = re.compile(r"SizeInMiB'?\"?\s*:\s*([0-9.]+)")
 
 
+#: One converted row: the arguments of :func:`nodus_cli.catalog.row_values` (supplier,
+#: machine_id, region, gpu, gpu_count, gpu_memory_gb, vcpus, memory_gb, price_per_hour,
+#: spot_price_per_hour, arch), cells as text for the validator to check.
+Row = tuple[str, str, str, str, str, str, str, str, str, str, str]
+
+
 @dataclass(slots=True)
 class Converted:
-    """One file's rows (line, SPEC-column row) and what was left out, with counts."""
+    """One file's rows (first source line, row) and what was left out, with counts."""
 
-    rows: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    rows: list[tuple[int, Row]] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     layout: str = "skypilot"
 
@@ -115,24 +125,10 @@ def is_skypilot_header(names: Iterable[str]) -> bool:
 
 
 def _num(text: str) -> float | None:
-    if not text:
-        return None
     try:
         return float(text)
     except ValueError:
         return None
-
-
-def _count(text: str) -> str:
-    """``8.0`` -> ``8`` (SkyPilot writes counts as floats); anything else as written."""
-    value = _num(text)
-    if value is not None and value.is_integer():
-        return str(int(value))
-    return text
-
-
-def _price_text(value: float) -> str:
-    return repr(round(value, 6))
 
 
 def _memory_gb(supplier: str, info: str, count: str) -> str:
@@ -160,9 +156,54 @@ def _arch(machine: str, accelerator: str) -> str:
     return "x86_64"
 
 
+def _price(texts: list[str]) -> str:
+    """A region's on-demand price from its zones' cells: the highest (they are the same in
+    every zone); 0 is no price; a cell that is not a number is kept for the validator."""
+    first = texts[0]
+    if texts.count(first) == len(texts):  # the usual case: one price for the region
+        try:
+            return "" if float(first) == 0 else first
+        except ValueError:
+            return first.strip()  # empty, or not a number: the validator says which
+    best_text, best = "", -1.0
+    for text in texts:
+        text = text.strip()
+        if not text:
+            continue
+        value = _num(text)
+        if value is None:
+            return text  # not a number: the validator says so
+        if value > best and value != 0:
+            best_text, best = text, value
+    return best_text
+
+
+def _spot(texts: list[str]) -> str:
+    """A region's spot price: the lowest above 0 over the zones that have one."""
+    try:
+        lowest = min(map(float, filter(None, texts)), default=None)
+    except ValueError:
+        lowest = -1.0  # a cell that is not a number: the slow way below finds it
+    if lowest is None:
+        return ""
+    if lowest > 0 and lowest != math.inf:
+        return repr(lowest)
+    best_text, best = "", math.inf
+    for text in texts:
+        text = text.strip()
+        if not text:
+            continue
+        value = _num(text)
+        if value is None or value != value:
+            return text  # not a number: the validator says so
+        if 0 < value < best:
+            best_text, best = text, value
+    return best_text
+
+
 @dataclass(slots=True)
 class _Group:
-    """The zones of one machine in one region, collapsing into one row."""
+    """The zones of one machine in one region, collapsed into one row."""
 
     line: int
     machine: str
@@ -172,70 +213,183 @@ class _Group:
     memory: str
     info: str
     region: str
-    price: float | None = None
-    price_text: str = ""
-    spot: float | None = None
-    spot_text: str = ""
+    price_text: str
+    spot_text: str
 
-    def add(self, price_text: str, spot_text: str) -> None:
-        price = _num(price_text)
-        if price is not None and price > 0 and (self.price is None or price > self.price):
-            self.price, self.price_text = price, price_text
-        spot = _num(spot_text)
-        if spot is not None and spot > 0 and (self.spot is None or spot < self.spot):
-            self.spot, self.spot_text = spot, spot_text
+    @property
+    def price(self) -> float | None:
+        return _num(self.price_text) if self.price_text else None
+
+    @property
+    def spot(self) -> float | None:
+        return _num(self.spot_text) if self.spot_text else None
 
 
 def convert(text: str, supplier: str) -> Converted:
     """The rows of a SkyPilot vms.csv, for ``supplier``. Raises ValueError when the text
-    is not one (the message says what is missing)."""
-    reader = csv.reader(text.splitlines())
-    header = next(reader, None)
-    names = [h.strip().lstrip("\ufeff") for h in header or []]
+    is not one (the message says what is missing).
+
+    A line without a quote is split on its commas, which is what the csv module does with
+    it (the default dialect); a line with quotes goes through the csv module, joined with
+    the lines after it while a quoted field is open. Rows of one machine in one region
+    (its zones) are collected in one pass, then each becomes one row.
+    """
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    lines = text.split("\n")
+    header = next(csv.reader(lines[:1]), [])
+    names = [h.strip().lstrip("\ufeff") for h in header]
     if not is_skypilot_header(names):
         missing = [c for c in REQUIRED if c not in names]
         raise ValueError(f"not a SkyPilot vms.csv: the header lacks {', '.join(missing)}")
     col = {n: i for i, n in enumerate(names)}
     width = len(names)
-    it, ia, ic, iv, im, ip, ir = (col[c] for c in REQUIRED)
-    ig, isp = col.get("GpuInfo"), col.get("SpotPrice")
-    result = Converted()
-    groups: dict[tuple[str, ...], _Group] = {}
-    split_gpus: dict[tuple[str, ...], _Group] = {}
-    for cells in reader:
-        if len(cells) < width:
+    key_of = itemgetter(*(col[c] for c in _KEY))
+    ig = col.get("GpuInfo")
+    ip = col["Price"]
+    isp = col.get("SpotPrice")
+    no_spot = isp is None
+    if isp is None:
+        isp = ip
+    groups: dict[tuple[str, ...], list[Any]] = {}
+    get = groups.get
+    reader = csv.reader
+    # A file lists a region's zones one after the other: compare with the previous row's
+    # key before hashing it (one dict lookup per region instead of one per zone).
+    last_key: tuple[str, ...] = ()
+    last_prices: list[str] = []
+    last_spots: list[str] = []
+    it = iter(enumerate(lines, 1))
+    next(it)  # the header
+    for number, line in it:
+        if '"' not in line:
+            cells = line.split(",")
+        else:
+            quotes = line.count('"')
+            if quotes % 2:  # a quoted field goes on over the next lines
+                parts = [line]
+                for _, more in it:
+                    parts.append(more)
+                    quotes += more.count('"')
+                    if not quotes % 2:
+                        break
+                line = "\n".join(parts)
+            cells = next(reader((line,)), [])
+        try:
+            key = key_of(cells)
+            price = cells[ip]
+            spot = cells[isp]
+        except IndexError:
             if not any(c.strip() for c in cells):
-                continue
+                continue  # a blank line
             cells = cells + [""] * (width - len(cells))
-        machine = cells[it].strip()
-        accelerator = cells[ia].strip()
-        count = _count(cells[ic].strip()) if accelerator else ""
-        region = cells[ir].strip()
-        if accelerator and NOT_GPUS.match(accelerator):
-            result.skipped[f"not a GPU ({accelerator.split('-')[0]})"] += 1
+            key, price, spot = key_of(cells), cells[ip], cells[isp]
+        if key == last_key:
+            last_prices.append(price)
+            last_spots.append(spot)
             continue
-        key = (machine, accelerator, count, cells[iv].strip(), cells[im].strip(), region)
-        target = groups if machine else split_gpus
-        group = target.get(key)
-        if group is None:
-            group = target[key] = _Group(
-                reader.line_num,
+        entry = get(key)
+        if entry is None:
+            entry = groups[key] = [number, cells[ig] if ig is not None else "", [price], [spot]]
+        else:
+            entry[2].append(price)
+            entry[3].append(spot)
+        last_key, last_prices, last_spots = key, entry[2], entry[3]
+    result = Converted()
+    _emit_all(groups, supplier, result, no_spot)
+    return result
+
+
+#: The columns that identify one machine in one region (its zones collapse).
+_KEY = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Region")
+
+
+def _emit_all(
+    groups: dict[tuple[str, ...], list[Any]], supplier: str, result: Converted, no_spot: bool
+) -> None:
+    not_gpu: dict[str, bool] = {}
+    arch: dict[tuple[str, str], str] = {}
+    memory: dict[tuple[str, str], str] = {}
+    hosts: list[_Group] = []
+    split: list[_Group] = []
+    append = result.rows.append
+    skipped = result.skipped
+    # GCP (v8) lists GPUs on rows of their own (no InstanceType), priced with a host.
+    has_split = any(not k[0] and k[1] for k in groups)
+    for key, (line, info, prices, spots) in groups.items():
+        machine, accelerator, count, vcpus, host_memory, region = key
+        if accelerator:
+            excluded = not_gpu.get(accelerator)
+            if excluded is None:
+                excluded = not_gpu[accelerator] = NOT_GPUS.match(accelerator) is not None
+            if excluded:
+                skipped[f"not a GPU ({accelerator.split('-')[0]})"] += len(prices)
+                continue
+        price_text = _price(prices)
+        spot_text = "" if no_spot else _spot(spots)
+        if has_split and not (machine and accelerator):
+            # A host or a GPU row of the split layout: priced together below.
+            group = _Group(
+                line,
                 machine,
                 accelerator,
                 count,
-                key[3],
-                key[4],
-                cells[ig] if ig is not None else "",
+                vcpus,
+                host_memory,
+                info,
                 region,
+                price_text,
+                spot_text,
             )
-        group.add(cells[ip].strip(), cells[isp].strip() if isp is not None else "")
-    if split_gpus:
+            (hosts if machine else split).append(group)
+            continue
+        if not price_text:
+            skipped["no on-demand price"] += 1
+            continue
+        if accelerator:
+            gpu_memory = memory.get((info, count))
+            if gpu_memory is None:
+                gpu_memory = memory[(info, count)] = _memory_gb(supplier, info, count)
+        else:
+            gpu_memory = count = ""
+        a = arch.get((machine, accelerator))
+        if a is None:
+            a = arch[(machine, accelerator)] = _arch(machine, accelerator)
+        append(
+            (
+                line,
+                (
+                    supplier,
+                    machine,
+                    region,
+                    accelerator,
+                    count or "0",
+                    gpu_memory,
+                    vcpus,
+                    host_memory,
+                    price_text,
+                    spot_text,
+                    a,
+                ),
+            )
+        )
+    if has_split:
         result.layout = "skypilot (host and GPU rows priced together)"
-        _pair(groups, split_gpus, supplier, result)
-    else:
-        for g in groups.values():
-            _emit(result, supplier, g)
-    return result
+        _pair(hosts, split, supplier, result)
+
+
+@lru_cache(maxsize=1024)
+def _pairs(machine: str) -> tuple[tuple[str, str], ...]:
+    """The (accelerator, count) pairings of a GCP host machine type (empty: none)."""
+    found = []
+    for pattern, accelerator, fixed in _PAIRINGS:
+        m = pattern.fullmatch(machine)
+        if m is not None:
+            found.append((accelerator, str(fixed if fixed is not None else int(m.group(1)))))
+    return tuple(found)
+
+
+_PAIRINGS = tuple((re.compile(p), a, n) for p, a, n in GPU_HOST_PAIRINGS)
 
 
 def _emit(
@@ -249,7 +403,7 @@ def _emit(
 ) -> None:
     accelerator = gpu.accelerator if gpu else g.accelerator
     count = gpu.count if gpu else g.count
-    if price is None and g.price is None:
+    if price is None and not g.price_text:
         result.skipped["no on-demand price"] += 1
         return
     price_text = _price_text(price) if price is not None else g.price_text
@@ -260,68 +414,73 @@ def _emit(
     result.rows.append(
         (
             g.line,
-            {
-                "supplier": supplier,
-                "machine_id": g.machine,
-                "gpu": accelerator,
-                "gpu_count": count if accelerator else "0",
-                "gpu_memory_gb": _memory_gb(supplier, info, count) if accelerator else "",
-                "vcpus": g.vcpus,
-                "memory_gb": g.memory,
-                "region": g.region,
-                "price_per_hour": price_text,
-                "spot_price_per_hour": spot_text,
-                "arch": _arch(g.machine, accelerator),
-            },
+            (
+                supplier,
+                g.machine,
+                g.region,
+                accelerator,
+                count if accelerator else "0",
+                _memory_gb(supplier, info, count) if accelerator else "",
+                g.vcpus,
+                g.memory,
+                price_text,
+                spot_text,
+                _arch(g.machine, accelerator),
+            ),
         )
     )
 
 
-def _pair(
-    hosts: dict[tuple[str, ...], _Group],
-    gpus: dict[tuple[str, ...], _Group],
-    supplier: str,
-    result: Converted,
-) -> None:
+def _price_text(value: float) -> str:
+    return repr(round(value, 6))
+
+
+def _pair(hosts: list[_Group], gpus: list[_Group], supplier: str, result: Converted) -> None:
     """GCP: each host row with the GPU rows of its pairings in the same region."""
     # Per-GPU prices: the highest of each accelerator, to drop anomalous regional rows.
     top: dict[str, float] = {}
-    for g in gpus.values():
+    for g in gpus:
         n = _num(g.count) or 0.0
-        if g.price is not None and n > 0:
-            top[g.accelerator] = max(top.get(g.accelerator, 0.0), g.price / n)
+        price = g.price
+        if price is not None and n > 0:
+            top[g.accelerator] = max(top.get(g.accelerator, 0.0), price / n)
     by_region: dict[tuple[str, str, str], _Group] = {}
-    for g in gpus.values():
+    for g in gpus:
         n = _num(g.count) or 0.0
-        if g.price is None or n <= 0:
+        price = g.price
+        if price is None or n <= 0:
             result.skipped["no on-demand price"] += 1
             continue
-        if g.price / n < ANOMALY_RATIO * top[g.accelerator]:
+        if price / n < ANOMALY_RATIO * top[g.accelerator]:
             result.skipped[f"anomalous regional GPU price ({g.accelerator})"] += 1
             continue
-        by_region.setdefault((g.accelerator, g.count, g.region), g)
-    patterns = [(re.compile(p), a, n) for p, a, n in GPU_HOST_PAIRINGS]
-    for host in hosts.values():
+        by_region.setdefault((g.accelerator, _count(g.count), g.region), g)
+    for host in hosts:
         if host.accelerator:  # a machine row that carries its accelerator itself
             _emit(result, supplier, host)
             continue
-        paired = False
-        for pattern, accelerator, fixed in patterns:
-            m = pattern.fullmatch(host.machine)
-            if m is None:
-                continue
-            paired = True
-            count = str(fixed if fixed is not None else int(m.group(1)))
+        pairings = _pairs(host.machine)
+        for accelerator, count in pairings:
             gpu = by_region.get((accelerator, count, host.region))
             if gpu is None or gpu.price is None:
                 continue
-            if host.price is None:
+            host_price = host.price
+            if host_price is None:
                 result.skipped["no on-demand price"] += 1
                 continue
-            spot = host.spot + gpu.spot if host.spot is not None and gpu.spot is not None else None
-            _emit(result, supplier, host, price=host.price + gpu.price, spot=spot, gpu=gpu)
+            host_spot, gpu_spot = host.spot, gpu.spot
+            spot = host_spot + gpu_spot if host_spot is not None and gpu_spot is not None else None
+            _emit(result, supplier, host, price=host_price + gpu.price, spot=spot, gpu=gpu)
         if GPU_HOST_FAMILIES.match(host.machine):
-            if not paired:
+            if not pairings:
                 result.skipped["GPU host without a known pairing"] += 1
             continue
         _emit(result, supplier, host)  # a CPU-only machine (n1 hosts are sold bare too)
+
+
+def _count(text: str) -> str:
+    """``8.0`` -> ``8`` (SkyPilot writes counts as floats); anything else as written."""
+    value = _num(text) if text else None
+    if value is not None and value.is_integer():
+        return str(int(value))
+    return text

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
     e = {k: v for k, v in os.environ.items() if k not in ("NODUS_CATALOG", "FORCE_COLOR")}
-    e.update({"NO_COLOR": "1", "NODUS_HOME": str(tmp_path / "state"), "COLUMNS": "80"})
+    e.update(
+        {
+            "NO_COLOR": "1",
+            "NODUS_HOME": str(tmp_path / "state"),
+            "NODUS_CONFIG": str(tmp_path / "config.toml"),
+            "COLUMNS": "80",
+        }
+    )
     e.update(extra)
     return e
 
@@ -208,6 +216,89 @@ def test_plan_against_the_embedded_catalog(tmp_path: Path) -> None:
     prices = [c["price_per_hour"] for c in stage["candidates"]]
     assert prices == sorted(prices)
     assert doc["inventory"].startswith("embedded catalog")
+
+
+def test_the_header_names_the_catalog_and_the_date_of_its_prices(tmp_path: Path) -> None:
+    wf = workload_file(tmp_path, "[requirements]\ncpu = 2")
+    as_of = catalog.embedded().meta["prices_as_of"]
+    out = nodus(tmp_path, "plan", wf).stdout
+    assert out.splitlines()[0].startswith(
+        f"w: planned against the embedded catalog (prices as of {as_of}), "
+    )
+    assert str(catalog.embedded_path()) not in out  # no site-packages path
+    cat = market(tmp_path)
+    out = nodus(tmp_path, "plan", wf, "--catalog", cat).stdout
+    today = datetime.now(UTC).date()
+    assert f"planned against the user catalog market.csv (file of {today})" in out
+    _, doc = plan_json(tmp_path, wf)
+    assert doc["catalog"]["kind"] == "embedded"
+    assert doc["catalog"]["prices_as_of"] == as_of
+    assert doc["catalog"]["name"] == "nodus embedded catalog, 19 suppliers"
+
+
+def test_stale_prices_are_a_warning_that_names_the_update_command(tmp_path: Path) -> None:
+    wf = workload_file(tmp_path, "[requirements]\ncpu = 2")
+    (tmp_path / "config.toml").write_text("[catalog]\nmax_age_days = 0.001\n")
+    done = nodus(tmp_path, "plan", wf)
+    assert done.returncode == 0
+    (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("warning:")]
+    assert "the prices in use (embedded catalog (prices as of" in line
+    assert "more than max_age_days = 0.001: run `nodus catalog update`" in line
+    code, doc = plan_json(tmp_path, wf)
+    assert code == 0
+    (warning,) = doc["warnings"]
+    assert "nodus catalog update" in warning
+    assert doc["catalog"]["stale"] is True and doc["catalog"]["max_age_days"] == 0.001
+    # A file given with --catalog: refresh the file, or drop the flag and update.
+    code, doc = plan_json(tmp_path, wf, "--catalog", market(tmp_path))
+    (warning,) = doc["warnings"]
+    assert "drop --catalog and run `nodus catalog update`" in warning
+    # Young enough: no warning.
+    (tmp_path / "config.toml").write_text("[catalog]\nmax_age_days = 100000\n")
+    code, doc = plan_json(tmp_path, wf)
+    assert doc["warnings"] == [] and doc["catalog"]["stale"] is False
+    assert "warning:" not in nodus(tmp_path, "plan", wf).stdout
+
+
+def test_the_configured_price_ceiling_is_shown_and_named(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[limits]\nmax_price_per_hour = 5.0\n")
+    wf = workload_file(tmp_path, 'gpu = "H100"\n[requirements]\nmax_price_per_hour = 50.0')
+    done = nodus(tmp_path, "plan", wf, "--catalog", market(tmp_path))
+    assert done.returncode == 0
+    out = done.stdout
+    assert f"price ceiling: $5.00/h, [limits] max_price_per_hour in {cfg}" in out
+    assert "excluded by the ceiling [limits] max_price_per_hour in" in out
+    assert "selected: lambda gpu_1x_h100_pcie" in out
+    code, doc = plan_json(tmp_path, wf, "--catalog", market(tmp_path))
+    assert doc["limits"] == {
+        "max_price_per_hour": 5.0,
+        "source": f"[limits] max_price_per_hour in {cfg}",
+    }
+    # When it empties the list: exit 3, and the words name the configuration file.
+    wf = workload_file(tmp_path, 'gpu = "H100"\ngpu_count = 8', name="eight.toml")
+    code, doc = plan_json(tmp_path, wf, "--catalog", market(tmp_path))
+    assert code == 3
+    assert f"the ceiling [limits] max_price_per_hour in {cfg}" in doc["stages"][0]["explanation"]
+    # A broken [limits] is an error that says where and what to write.
+    cfg.write_text("[limits]\nmax_price_per_hour = -1\n")
+    done = nodus(tmp_path, "plan", wf, "--catalog", market(tmp_path))
+    assert_no_traceback(done)
+    assert done.returncode == 1
+    assert "limits.max_price_per_hour must be a positive number" in done.stderr
+
+
+def test_a_cpu_only_workload_on_the_embedded_catalog(tmp_path: Path) -> None:
+    wf = workload_file(tmp_path, '[requirements]\ncpu = 8\nmemory_gb = 32\nlocation = "us"')
+    code, doc = plan_json(tmp_path, wf)
+    assert code == 0
+    stage = doc["stages"][0]
+    assert stage["selected"]["gpu"] is None
+    assert stage["selected"]["machine_id"] == "cpu3g-8-32"
+    assert all(c["gpu"] is None for c in stage["candidates"])
+    assert any("because CPU-only configurations fit" in n for n in stage["notes"])
+    out = nodus(tmp_path, "plan", wf).stdout
+    assert "selected: runpod cpu3g-8-32 in US: no GPU, 8 vCPU, 32 GB memory" in out
 
 
 # -- nothing eligible: exit 3 with the requirement and the nearest offers -----------------------

@@ -20,6 +20,7 @@ from nodus_cli.planner import (
     BASIS_RUNTIME,
     CHECKS,
     Plan,
+    PriceCeiling,
     RuntimeLookup,
     StagePlan,
     no_history,
@@ -31,6 +32,12 @@ HEADER = (
     "supplier,machine_id,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,region,"
     "price_per_hour,spot_price_per_hour,arch,disk_gb\n"
 )
+
+
+@pytest.fixture(autouse=True)
+def _no_user_configuration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The developer's own config.toml (a [limits] ceiling) must not change these plans."""
+    monkeypatch.setenv("NODUS_CONFIG", str(tmp_path / "no-config.toml"))
 
 
 def offers(tmp_path: Path, rows: str) -> list[Offer]:
@@ -354,6 +361,205 @@ def test_a_cpu_only_stage_ignores_gpus_and_says_the_machine_has_some(tmp_path: P
     s = stage(tmp_path, rows, "[requirements]\ncpu = 16")
     assert s.selected is not None and s.selected.offer.gpu is None
     assert not any("GPUs it will not use" in n for n in s.notes)
+
+
+# -- a stage that needs no GPU goes on a CPU-only machine ------------------------------------------
+
+CPU_ONLY = """\
+aws,m7g.2xlarge,,0,,8,32,us-east-1,0.3264,,arm64,
+runpod,cpu3g-8-32,,0,,8,32,US,0.32,,x86_64,
+azure,Standard_E16as_v5,,0,,16,128,eastus,1.008,,x86_64,
+aws,c7i.large,,0,,2,4,eu-west-1,0.099,,x86_64,
+"""
+CHEAP_GPUS = """\
+vast,2x-RTX_3060_Ti-32-65536,RTX3060,2,8,32,64,"Michigan, US, NA",0.20,,x86_64,
+lambda,gpu_1x_a10,A10,1,24,30,200,us-east-1,0.75,,x86_64,
+"""
+
+
+def test_a_cpu_only_stage_goes_on_a_cpu_only_machine_even_when_a_gpu_one_is_cheaper(
+    tmp_path: Path,
+) -> None:
+    s = stage(tmp_path, CPU_ONLY + CHEAP_GPUS, "[requirements]\ncpu = 8\nmemory_gb = 32")
+    assert s.selected is not None
+    # vast's 2x RTX 3060 Ti at $0.20/h would be cheaper: it is left out with its GPUs.
+    assert machines(s) == ["cpu3g-8-32", "m7g.2xlarge", "Standard_E16as_v5"]
+    assert excluded(s) == {"gpu": 2, "cpu": 1}  # the GPU machines; the 2-vCPU c7i.large
+    assert sum(s.excluded.values()) + s.eligible == 6
+    assert any(
+        "2 configurations with GPUs were left out because CPU-only configurations fit" in n
+        for n in s.notes
+    )
+    assert not any("GPUs it will not use" in n for n in s.notes)
+
+
+def test_cpu_only_configurations_rank_by_hourly_price(tmp_path: Path) -> None:
+    rows = CPU_ONLY + "acme,tiny,,0,,8,32,us-west-2,0.01,,x86_64,\n"
+    s = stage(tmp_path, rows + CHEAP_GPUS, "[requirements]\ncpu = 2")
+    prices = [c.offer.price_per_hour for c in s.candidates]
+    assert prices == sorted(prices) and prices[0] == 0.01
+    assert all(c.offer.gpu is None for c in s.candidates)
+
+
+def test_a_gpu_machine_only_when_no_cpu_only_one_fits_and_the_plan_says_why(
+    tmp_path: Path,
+) -> None:
+    s = stage(tmp_path, CPU_ONLY + CHEAP_GPUS, "[requirements]\ncpu = 24")
+    # The cheapest machine: vast's (32 vCPU at least), then lambda's (30).
+    assert machines(s) == ["2x-RTX_3060_Ti-32-65536", "gpu_1x_a10"]
+    assert excluded(s) == {"cpu": 4}  # every CPU-only machine: under 24 vCPU
+    (note,) = [n for n in s.notes if "ruled out" in n]
+    assert note == (
+        "this stage needs no GPU, but cpu = 24 ruled out every CPU-only configuration "
+        "(4 in the inventory), so it is planned on machines with GPUs; the selected machine "
+        "carries GPUs it will not use"
+    )
+    s = stage(tmp_path, CPU_ONLY + CHEAP_GPUS, '[requirements]\nlocation = "eu-west-1"\ncpu = 4')
+    assert not s.feasible  # nothing at all: the explanation covers every machine
+    s = stage(tmp_path, CPU_ONLY + CHEAP_GPUS, '[requirements]\nlocation = "us-east"\ncpu = 10')
+    assert s.selected is not None and s.selected.offer.machine_id == "gpu_1x_a10"
+    assert any('location = "us-east" ruled out every CPU-only configuration' in n for n in s.notes)
+
+
+def test_an_inventory_without_cpu_only_machines(tmp_path: Path) -> None:
+    s = stage(tmp_path, CHEAP_GPUS, "[requirements]\ncpu = 4")
+    assert s.selected is not None
+    assert any(
+        "this stage needs no GPU, but the inventory lists no CPU-only configuration" in n
+        and "GPUs it will not use" in n
+        for n in s.notes
+    )
+
+
+def test_a_gpu_stage_never_goes_on_a_cpu_only_machine(tmp_path: Path) -> None:
+    s = stage(tmp_path, CPU_ONLY + CHEAP_GPUS, "gpu_count = 1")
+    assert all(c.offer.gpu is not None for c in s.candidates)
+    assert excluded(s) == {"gpu": 4}
+
+
+def test_the_embedded_catalog_places_cpu_work_on_cpu_only_machines() -> None:
+    w = workload('[requirements]\ncpu = 8\nmemory_gb = 32\nlocation = "us"')
+    s = plan_workload(w, list(catalog.embedded().offers)).stages[0]
+    assert s.selected is not None
+    assert s.selected.offer.gpu is None
+    assert (s.selected.offer.supplier, s.selected.offer.machine_id) == ("runpod", "cpu3g-8-32")
+    assert all(c.offer.gpu is None for c in s.candidates)
+    assert s.excluded["gpu"] == sum(1 for o in catalog.embedded().offers if o.gpu is not None)
+    # Larger than every CPU-only machine in the catalog: a GPU machine, and the plan says why.
+    w = workload("[requirements]\ncpu = 100")
+    s = plan_workload(w, list(catalog.embedded().offers)).stages[0]
+    assert s.selected is not None and s.selected.offer.gpu is not None
+    assert any("cpu = 100 ruled out every CPU-only configuration (315" in n for n in s.notes)
+
+
+# -- sizes that are only a minimum (vast) ----------------------------------------------------------
+
+VAST = """\
+vast,1x-H100_SXM-32-65536,H100,1,80,32,64,"Texas, US, NA",1.87,,x86_64,
+vast,2x-H100_SXM-32-65536,H100,2,160,32,64,"Thailand, TH, AS",3.73,,x86_64,
+lambda,gpu_1x_h100_pcie,H100,1,80,26,200,us-east-1,2.49,,x86_64,
+lambda,gpu_8x_h100_sxm5,H100,8,80,208,1800,us-west-1,23.92,,x86_64,
+"""
+
+
+def test_a_minimum_size_meets_requirements_at_or_below_it_and_says_so_when_selected(
+    tmp_path: Path,
+) -> None:
+    s = stage(tmp_path, VAST, 'gpu = "H100"\n[requirements]\ncpu = 32\nmemory_gb = 64')
+    assert s.selected is not None and s.selected.offer.machine_id == "1x-H100_SXM-32-65536"
+    assert s.selected.offer.size_is_minimum
+    assert any(
+        "the selected vast offer lists 32 vCPU / 64 GB as a minimum, not its size" in n
+        for n in s.notes
+    )
+    assert not any("only because their size is unknown" in n for n in s.notes)
+
+
+def test_above_a_minimum_the_size_is_unknown_and_the_offer_excluded(tmp_path: Path) -> None:
+    s = stage(tmp_path, VAST, 'gpu = "H100"\n[requirements]\ncpu = 48\nmemory_gb = 64')
+    assert machines(s) == ["gpu_8x_h100_sxm5"]
+    assert excluded(s) == {"cpu": 3}
+    (note,) = [n for n in s.notes if "size is unknown" in n]
+    assert note == (
+        "2 vast configuration(s) were excluded only because their size is unknown: they list "
+        "32 vCPU / 64 GB as a minimum, below cpu = 48, and may be larger"
+    )
+    # Excluded by something else as well (location): not "only because" of the size.
+    text = 'gpu = "H100"\n[requirements]\ncpu = 48\nlocation = "us"'
+    s = stage(tmp_path, VAST, text)
+    (note,) = [n for n in s.notes if "size is unknown" in n]
+    assert note.startswith("1 vast configuration(s)")
+
+
+# -- the configured price ceiling ----------------------------------------------------------------
+
+CEILING = PriceCeiling(5.0, "[limits] max_price_per_hour in /home/u/.config/nodus/config.toml")
+
+
+def test_the_ceiling_excludes_what_costs_more_and_names_where_it_is_set(tmp_path: Path) -> None:
+    w = workload('gpu = "H100"')
+    p = plan_workload(w, offers(tmp_path, MARKET), ceiling=CEILING)
+    s = p.stages[0]
+    assert machines(s) == ["gpu_1x_h100_pcie"]
+    assert excluded(s) == {"gpu": 5, "max_price_per_hour": 3}
+    assert any(
+        n.startswith(
+            "max_price_per_hour: 3 configurations above $5.00/h excluded by the ceiling "
+            "[limits] max_price_per_hour in /home/u/.config/nodus/config.toml, which no "
+            "workload can raise"
+        )
+        for n in s.notes
+    )
+    assert p.as_json()["limits"] == {
+        "max_price_per_hour": 5.0,
+        "source": CEILING.source,
+    }
+
+
+def test_a_workload_cannot_raise_the_ceiling_but_may_lower_it(tmp_path: Path) -> None:
+    market = offers(tmp_path, MARKET)
+    raised = plan_workload(
+        workload('gpu = "H100"\n[requirements]\nmax_price_per_hour = 100.0'),
+        market,
+        ceiling=CEILING,
+    ).stages[0]
+    assert machines(raised) == ["gpu_1x_h100_pcie"]  # still $5/h at most
+    lowered = plan_workload(
+        workload('gpu = "H100"\n[requirements]\nmax_price_per_hour = 2.0'),
+        market,
+        ceiling=CEILING,
+    ).stages[0]
+    assert not lowered.feasible
+    assert "costs more than $2.00/h" in (lowered.explanation or "")
+    assert "ceiling" not in (lowered.explanation or "")  # the workload's own limit decided
+    assert not any("ceiling" in n for n in lowered.notes)
+
+
+def test_when_the_ceiling_empties_the_list_it_is_named(tmp_path: Path) -> None:
+    w = workload('gpu = "H100"\ngpu_count = 8')
+    s = plan_workload(w, offers(tmp_path, MARKET), ceiling=CEILING).stages[0]
+    assert s.emptied_by == "max_price_per_hour"
+    assert (s.explanation or "").startswith(
+        "max_price_per_hour: every 8× H100 configuration that meets the other requirements "
+        "costs more than $5.00/h (the ceiling [limits] max_price_per_hour in "
+        "/home/u/.config/nodus/config.toml, which no workload can raise)"
+    )
+
+
+def test_the_ceiling_comes_from_the_configuration_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("[limits]\nmax_price_per_hour = 5.0\n")
+    monkeypatch.setenv("NODUS_CONFIG", str(cfg))
+    p = plan_workload(workload('gpu = "H100"'), offers(tmp_path, MARKET))
+    assert p.ceiling == PriceCeiling(5.0, f"[limits] max_price_per_hour in {cfg}")
+    assert machines(p.stages[0]) == ["gpu_1x_h100_pcie"]
+    # Every inventory: the same list of offers from a local machine or a cluster node.
+    local = offers(tmp_path, "local,host,,0,,8,32,local,9.0,,x86_64,\n")
+    s = plan_workload(workload("[requirements]\ncpu = 1"), local, target="local").stages[0]
+    assert not s.feasible and s.emptied_by == "max_price_per_hour"
+    assert plan_workload(workload('gpu = "H100"'), [], ceiling=None).ceiling is None
 
 
 def test_stages_are_planned_separately(tmp_path: Path) -> None:

@@ -277,7 +277,7 @@ def summary(result: Any) -> str:
     if r.dropped:
         parts.append(f"{r.dropped} without an on-demand price")
     for reason, n in sorted(r.stored.skipped.items()):
-        parts.append(f"{n} {reason}")
+        parts.append(f"{n} left out ({reason})")
     return ", ".join(parts)
 
 

@@ -1,0 +1,169 @@
+"""config.toml: [local], [catalog] and [limits], with the words a user reads when it is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nodus_cli import config
+from nodus_cli.config import CatalogConfig, CatalogSource, LimitsConfig
+from nodus_cli.problems import NodusError
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "config.toml"
+    monkeypatch.setenv("NODUS_CONFIG", str(path))
+    return path
+
+
+def error(fn: object) -> str:
+    assert callable(fn)
+    with pytest.raises(NodusError) as caught:
+        fn()
+    text = caught.value.message
+    if caught.value.hint:
+        text += "\nhint: " + caught.value.hint
+    return text
+
+
+def test_no_file_means_defaults(cfg: Path) -> None:
+    assert config.catalog() == CatalogConfig()
+    assert config.catalog().max_age_days == 30.0
+    assert config.limits() == LimitsConfig()
+    assert not config.limits().any
+    assert config.local() == config.LocalConfig()
+
+
+def test_a_full_configuration(cfg: Path) -> None:
+    cfg.write_text(
+        """
+[local]
+price_per_hour = 1.5
+
+[catalog]
+sources = [
+  "https://example.com/catalogs/v7/aws/vms.csv",
+  "mine = https://example.com/prices.csv",
+]
+max_age_days = 7
+
+[limits]
+max_spend_per_day = 200.0
+max_spend_per_month = 3000
+max_price_per_hour = 40.0
+"""
+    )
+    assert config.catalog() == CatalogConfig(
+        (
+            CatalogSource("https://example.com/catalogs/v7/aws/vms.csv"),
+            CatalogSource("https://example.com/prices.csv", "mine"),
+        ),
+        7.0,
+        cfg,
+    )
+    assert config.limits() == LimitsConfig(200.0, 3000.0, 40.0, cfg)
+    assert isinstance(config.limits().max_spend_per_month, float)
+    assert config.local().price_per_hour == 1.5
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            "[limits]\nmax_price_per_hour = true\n",
+            "limits.max_price_per_hour must be a positive number (USD per hour), not true"
+            "\nhint: write it as, e.g., max_price_per_hour = 40.0",
+        ),
+        (
+            "[limits]\nmax_spend_per_day = -5\n",
+            "limits.max_spend_per_day must be a positive number (USD), not -5",
+        ),
+        ("[limits]\nmax_spend_per_day = 0\n", "must be a positive number (USD), not 0"),
+        ("[limits]\nmax_spend_per_month = inf\n", "max_spend_per_month must be a positive number"),
+        ("[limits]\nmax_spend_per_month = nan\n", "not nan"),
+        (
+            '[limits]\nmax_price_per_hour = "40"\n',
+            'max_price_per_hour must be a positive number (USD per hour), not "40" (a string)',
+        ),
+        (
+            "[limits]\nmax_price_per_hr = 40\n",
+            "limits.max_price_per_hr: unknown key; did you mean max_price_per_hour? (allowed: "
+            "max_spend_per_day, max_spend_per_month, max_price_per_hour)",
+        ),
+        ("limits = 40\n", "[limits] must be a table"),
+        (
+            "[limit]\nmax_price_per_hour = 40\n",
+            "[limit]: unknown section; did you mean [limits]?\nhint: rename the section to "
+            "[limits]",
+        ),
+    ],
+)
+def test_limits_mistakes(cfg: Path, text: str, words: str) -> None:
+    cfg.write_text(text)
+    message = error(config.limits)
+    assert message.startswith(f"{cfg}: ")
+    assert words in message
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            '[catalog]\nsources = "https://example.com/vms.csv"\n',
+            'catalog.sources must be a list of URLs in quotes, not "https://example.com/vms.csv" '
+            "(a string)",
+        ),
+        ("[catalog]\nsources = [1]\n", "catalog.sources[0] must be a URL in quotes, not 1"),
+        (
+            '[catalog]\nsources = ["https://a.example/x.csv", "example.com/vms.csv"]\n',
+            "catalog.sources[1]: 'example.com/vms.csv' is not an http(s) URL",
+        ),
+        (
+            '[catalog]\nsources = ["my source=https://example.com/x.csv"]\n',
+            "catalog.sources[0]: 'my source' is not a source name",
+        ),
+        (
+            "[catalog]\nmax_age_days = 0\n",
+            "catalog.max_age_days must be a positive number (days), not 0",
+        ),
+        ("[catalog]\nmax_age_days = false\n", "max_age_days must be a positive number (days)"),
+        (
+            '[catalog]\nsource = ["https://example.com/x.csv"]\n',
+            "catalog.source: unknown key; did you mean sources?",
+        ),
+        ("[catalogue]\n", "[catalogue]: unknown section; did you mean [catalog]?"),
+    ],
+)
+def test_catalog_mistakes(cfg: Path, text: str, words: str) -> None:
+    cfg.write_text(text)
+    message = error(config.catalog)
+    assert message.startswith(f"{cfg}: ")
+    assert words in message
+
+
+def test_sections_are_read_separately_but_near_misses_always_count(cfg: Path) -> None:
+    cfg.write_text("[limits]\nmax_price_per_hour = -1\n[other_tool]\nx = 1\n")
+    assert config.catalog() == CatalogConfig(path=cfg)  # another section's mistake
+    assert config.local() == config.LocalConfig()
+    assert "max_price_per_hour" in error(config.limits)
+
+
+def test_an_unreadable_file(cfg: Path) -> None:
+    cfg.write_text("[limits\n")
+    assert "cannot read the configuration" in error(config.limits)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("https://example.com/v7/aws/vms.csv", CatalogSource("https://example.com/v7/aws/vms.csv")),
+        ("aws=https://example.com/x.csv", CatalogSource("https://example.com/x.csv", "aws")),
+        (" gcp = http://example.com/x.csv ", CatalogSource("http://example.com/x.csv", "gcp")),
+        # An = inside the URL's query is not a name.
+        ("https://example.com/x.csv?a=b", CatalogSource("https://example.com/x.csv?a=b")),
+    ],
+)
+def test_source_entries(text: str, expected: CatalogSource) -> None:
+    assert config.parse_source(text) == expected
