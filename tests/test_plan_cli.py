@@ -372,15 +372,17 @@ def test_budget_with_run_records_exits_3(tmp_path: Path) -> None:
     cat = market(tmp_path)
     w = load_file(Path(wf)).workload
     assert w is not None
-    store = records.RunStore(tmp_path / "state")
+    store = records.RunStore.open(tmp_path / "state")
     (a10g,) = [o for o in catalog.load_user_catalog(Path(cat)).offers if o.gpu == "A10G"]
-    run = store.start_run(w, "local", a10g.price_per_hour, wf)
+    run = store.create_run(w, "local", a10g.price_per_hour, wf)
     store.save_stage(
         run.id,
         0,
-        records.StageRecord("main", "succeeded", 0, runtime_seconds=7200.0, config=a10g.as_json()),
+        records.StageRecord(
+            "main", records.StageStatus.SUCCEEDED, 0, runtime_seconds=7200.0, config=a10g.as_json()
+        ),
     )
-    store.finish_run(run.id, "succeeded", 0, 2.0)
+    store.finish_run(run.id, records.RunStatus.SUCCEEDED, 0, 2.0)
     code, doc = plan_json(tmp_path, wf, "--catalog", cat)
     assert code == 3
     stage = doc["stages"][0]
@@ -391,11 +393,13 @@ def test_budget_with_run_records_exits_3(tmp_path: Path) -> None:
     without_budget = write(tmp_path, "w.toml", Path(wf).read_text().replace("budget = 1.0", ""))
     w = load_file(Path(without_budget)).workload
     assert w is not None
-    run = store.start_run(w, "local", a10g.price_per_hour, wf)
+    run = store.create_run(w, "local", a10g.price_per_hour, wf)
     store.save_stage(
         run.id,
         0,
-        records.StageRecord("main", "succeeded", 0, runtime_seconds=3600.0, config=a10g.as_json()),
+        records.StageRecord(
+            "main", records.StageStatus.SUCCEEDED, 0, runtime_seconds=3600.0, config=a10g.as_json()
+        ),
     )
     code, doc = plan_json(tmp_path, without_budget, "--catalog", cat)
     assert code == 0
@@ -504,10 +508,10 @@ def test_a_catalog_given_to_the_local_target_is_pointed_out(tmp_path: Path) -> N
     assert json.loads(done.stdout)["target"] == "local"
 
 
-def test_run_dry_run_without_a_target_plans_the_catalog_like_plan(tmp_path: Path) -> None:
+def test_run_dry_run_plans_against_the_target_run_would_use(tmp_path: Path) -> None:
     wf = workload_file(tmp_path, "[requirements]\ncpu = 1")
-    dry = nodus(tmp_path, "run", "--dry-run", "--json", wf, "--catalog", market(tmp_path))
-    planned = nodus(tmp_path, "plan", "--json", wf, "--catalog", market(tmp_path))
+    dry = nodus(tmp_path, "run", "--dry-run", "--json", wf)
+    planned = nodus(tmp_path, "plan", "--json", wf, "--target", "local")
     assert dry.returncode == planned.returncode == 0
-    assert json.loads(dry.stdout) == json.loads(planned.stdout)
-    assert json.loads(dry.stdout)["target"] == "catalog"
+    assert json.loads(dry.stdout)["target"] == "local" == json.loads(planned.stdout)["target"]
+    assert json.loads(dry.stdout)["stages"][0]["selected"]["supplier"] == "local"

@@ -700,19 +700,19 @@ def test_ranking_switches_to_estimated_cost_only_when_every_eligible_one_is_meas
 def _record(
     store: records.RunStore, w: Workload, offer: Offer, seconds: float, status: str = "succeeded"
 ) -> None:
-    run = store.start_run(w, "local", offer.price_per_hour, None)
+    run = store.create_run(w, "local", offer.price_per_hour, None)
     store.save_stage(
         run.id,
         0,
         records.StageRecord(
             name="main",
-            status=status,
+            status=records.StageStatus(status),
             exit_code=0 if status == "succeeded" else 1,
             runtime_seconds=seconds,
             config=offer.as_json(),
         ),
     )
-    store.finish_run(run.id, status, 0 if status == "succeeded" else 1, 0.0)
+    store.finish_run(run.id, records.RunStatus(status), 0 if status == "succeeded" else 1, 0.0)
 
 
 def test_run_records_drive_the_ranking_and_the_budget(tmp_path: Path) -> None:
@@ -724,10 +724,10 @@ aws,p5.48xlarge,H100,8,80,192,2048,us-east-2,98.32,,x86_64,
     market = offers(tmp_path, rows)
     lam, p5_east1, p5_east2 = market
     w = workload('gpu = "H100"\ngpu_count = 8\nbudget = 40.0')
-    store = records.RunStore(tmp_path / "state")
+    store = records.RunStore.open(tmp_path / "state")
 
     def planned() -> StagePlan:
-        lookup = store.runtime_lookup(records.fingerprint(w))
+        lookup = records.runtime_lookup(store, records.fingerprint(w))
         return plan_workload(w, market, history=lookup).stages[0]
 
     assert planned().basis == BASIS_PRICE  # nothing measured yet
@@ -746,7 +746,7 @@ aws,p5.48xlarge,H100,8,80,192,2048,us-east-2,98.32,,x86_64,
     assert s.selected.runtime_seconds == 900.0
     # Another workload (other fingerprint) has no measurements.
     other = workload('gpu = "H100"\ngpu_count = 8\nbudget = 40.0\nenv = { X = "1" }')
-    lookup = store.runtime_lookup(records.fingerprint(other))
+    lookup = records.runtime_lookup(store, records.fingerprint(other))
     assert plan_workload(other, market, history=lookup).stages[0].basis == BASIS_PRICE
 
 
