@@ -19,7 +19,7 @@ from __future__ import annotations
 import email.utils
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import unquote, urlsplit
@@ -154,7 +154,7 @@ def proxy_for(url: str) -> str | None:
     return chosen
 
 
-def client(timeout: float, urls: Sequence[str] = ()) -> httpx.Client:
+def client(timeout: float) -> httpx.Client:
     """An HTTP client that honours the proxy environment and follows redirects."""
     import httpx
 
@@ -269,6 +269,13 @@ def _once(
             raise _Retry(_partial(received, expected)) from None
         raise _Retry(f"the connection broke: {exc}") from None
     except (httpx.NetworkError, httpx.ProxyError) as exc:
+        if "CERTIFICATE_VERIFY_FAILED" in str(exc):  # another attempt cannot help
+            raise SourceError(
+                source,
+                f"source {source} failed: {_describe(exc, source)}",
+                hint="the server's TLS certificate is not trusted here; if a proxy or your "
+                "organisation signs it, point SSL_CERT_FILE at that CA bundle",
+            ) from None
         raise _Retry(_describe(exc, source)) from None
 
 

@@ -3,7 +3,8 @@
 All or nothing: every source is fetched (:mod:`nodus_cli.catalog_sources`), recognised by
 its header as a nodus catalog (the SPEC section 4 columns) or a SkyPilot ``vms.csv``
 (:mod:`nodus_cli.skypilot`), and each of its rows validated by
-:func:`nodus_cli.catalog.parse_row`, the rules of ``--catalog``. Bad rows are reported
+:func:`nodus_cli.catalog.row_cells`: the rules of ``--catalog`` (``parse_row``), giving
+the row back as the canonical text the stored catalog holds. Bad rows are reported
 with the source and line and left out; they are not fatal unless a source gives nothing
 usable. A source that answers 304 (not modified) keeps the rows it gave last time. Only
 when every source succeeded does the result replace the stored catalog
@@ -258,7 +259,7 @@ def update(
     with catalog_store.locked(), _gc_paused():
         previous = catalog_store.read_quietly()
         results: list[SourceResult] = []
-        with catalog_sources.client(timeout, [s.url for s in sources]) as http:
+        with catalog_sources.client(timeout) as http:
             for source in sources:
                 results.append(_one(http, source, previous, retries, backoff, reporter))
                 if reporter is not None:

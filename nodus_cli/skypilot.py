@@ -7,10 +7,11 @@ MemoryGiB, GpuInfo, Price, SpotPrice, Region`` and usually ``AvailabilityZone`` 
 has ``Generation`` instead, Lambda v8 no zone). A file is recognised by its header
 (:func:`is_skypilot_header`) and its columns are found by name.
 
-:func:`convert` turns one file into rows with the SPEC section 4 columns (strings, as a
-``--catalog`` file would hold them), each with the line it came from, for
-:func:`nodus_cli.catalog.parse_row` to validate. The rules are those the embedded catalog
-was transcribed by (tools/catalog/SOURCES.md in the source repository):
+:func:`convert` turns one file into rows of the SPEC section 4 columns (strings, as a
+``--catalog`` file would hold them: :data:`Row`), each with the line it came from, for
+:func:`nodus_cli.catalog.row_cells` to validate by the rules of ``--catalog``. Nothing is
+validated here. The rules are those the embedded catalog was transcribed by
+(tools/catalog/SOURCES.md in the source repository):
 
 - A region's availability zones collapse into one row per (machine, accelerator, count,
   vCPUs, memory, region): the on-demand price is the region's (the highest of its zones
@@ -54,6 +55,7 @@ REQUIRED = (
     "Price",
     "Region",
 )
+#: Columns used when present.
 OPTIONAL = ("GpuInfo", "SpotPrice", "AvailabilityZone")
 
 #: GCP host machine types and the GPUs they are sold with: (host pattern, accelerator,

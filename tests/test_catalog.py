@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -356,6 +357,30 @@ def test_build_tool_takes_another_as_of_date(tmp_path: Path) -> None:
     assert meta["prices_as_of"] == "2027-01-15"
     done = subprocess.run([*args, "--as-of", "soon"], capture_output=True, text=True, check=False)
     assert done.returncode == 2 and "YYYY-MM-DD" in done.stderr
+
+
+def test_row_cells_follow_the_rules_of_parse_row() -> None:
+    """The update's validator (text in, canonical text out) and --catalog's agree, row by
+    row, on every transcribed row, and on what they reject."""
+    with OFFERS.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        offer = catalog.parse_row(row)
+        cells = catalog.row_cells(
+            *(row[c] for c in ("supplier", "machine_id", "region", "gpu", "gpu_count")),
+            *(row[c] for c in ("gpu_memory_gb", "vcpus", "memory_gb", "price_per_hour")),
+            row["spot_price_per_hour"],
+            row["arch"],
+        )
+        assert (cells is None) == (offer is None), row
+        if cells is not None:
+            assert catalog.offer_from_cells(cells) == offer
+    bad = {"supplier": "aws", "machine_id": "x", "gpu": "H100", "gpu_count": "1.5"}
+    with pytest.raises(ValueError, match="gpu_count must be a whole number") as one:
+        catalog.parse_row(bad)
+    with pytest.raises(ValueError) as other:
+        catalog.row_cells("aws", "x", "", "H100", "1.5", "", "", "", "1", "")
+    assert str(one.value) == str(other.value)
 
 
 def test_offers_csv_as_a_user_catalog_equals_the_embedded_catalog() -> None:
