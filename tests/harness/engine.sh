@@ -337,6 +337,9 @@ both_ready() {
 }
 
 cmd_swarm_up() {
+    # Half a swarm is worse than none: undo everything when any step below fails.
+    SWARM_UP_DONE=0
+    trap 'if [ "$SWARM_UP_DONE" -eq 0 ]; then log "swarm-up failed half-way: undoing it"; cmd_swarm_down || true; fi' EXIT
     cmd_up
     netns_up
     w1_start
@@ -361,6 +364,8 @@ cmd_swarm_up() {
         log "started with $STATE/daemon.json); services reserving GPUs cannot run on it"
     fi
     log "swarm ready: manager $mid (L4), worker $wid (H100)"
+    SWARM_UP_DONE=1
+    trap - EXIT
     echo "$wid"
 }
 
