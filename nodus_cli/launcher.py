@@ -92,16 +92,9 @@ def prepare(
     plan = target.plan(workload, history)
     preparation = target.prepare(workload, plan)
     warnings = list(preparation.warnings)
-    if workload.budget is not None and preparation.price_per_hour <= 0 and _unpriced(plan):
-        warnings.append(
-            f"budget ${workload.budget:,.2f} cannot be enforced on {target.description}: it "
-            "has no price per hour"
-            + (
-                " (set [local] price_per_hour in the nodus configuration file)"
-                if target_name == "local"
-                else " (label the nodes nodus.price_per_hour, or nodus.machine_id)"
-            )
-        )
+    unpriced = target.unpriced_budget(workload, plan)
+    if unpriced is not None:
+        warnings.append(unpriced)
     from nodus_cli import limits
 
     allowance = limits.check(store, workload, plan, preparation.price_per_hour)

@@ -558,3 +558,16 @@ def test_a_missing_image_is_a_clear_error_within_a_bound(nodus_env: Nodus) -> No
 def test_the_fixture_machines_are_what_the_tests_assume() -> None:
     assert len(H100) == 8
     assert [r["name"] for r in fixture_gpus("mixed")].count("NVIDIA L4") == 2
+
+
+def test_a_budget_without_a_price_is_warned_about(nodus_env: Nodus) -> None:
+    path = nodus_env.write(workload("unpriced", "echo hi", "budget = 5.0\n"))
+    done = nodus_env.run("run", path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "warning: budget $5.00 cannot be enforced on this machine: it has no price per hour "
+        "(set price_per_hour under [local]"
+    ) in done.stderr
+    nodus_env.set_price(1.0)
+    priced = nodus_env.run("run", path)
+    assert "cannot be enforced" not in priced.stderr

@@ -235,7 +235,25 @@ class Target(ABC):
         """Plan every stage against :meth:`offers` (a target may add its own notes)."""
         from nodus_cli.planner import plan_workload
 
-        return plan_workload(workload, self.offers(workload), target=self.name, history=history)
+        plan = plan_workload(workload, self.offers(workload), target=self.name, history=history)
+        note = self.unpriced_budget(workload, plan)
+        if note is not None:
+            plan.notes.append(note)
+        return plan
+
+    #: How to give this target a price, for the warning that a budget cannot bite.
+    price_hint: ClassVar[str] = ""
+
+    def unpriced_budget(self, workload: Workload, plan: Plan) -> str | None:
+        """A budget on a target without a price is never reached: say so, and how to fix it."""
+        if workload.budget is None:
+            return None
+        if any(sp.selected and sp.selected.offer.price_per_hour > 0 for sp in plan.stages):
+            return None
+        return (
+            f"budget ${workload.budget:,.2f} cannot be enforced on {self.description}: it has "
+            f"no price per hour ({self.price_hint})"
+        )
 
     @abstractmethod
     def prepare(self, workload: Workload, plan: Plan) -> Preparation:

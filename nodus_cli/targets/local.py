@@ -90,6 +90,10 @@ class _Holding:
 class LocalTarget(Target):
     name: ClassVar[TargetName] = TargetName.LOCAL
     description: ClassVar[str] = "this machine"
+    price_hint: ClassVar[str] = (
+        "set price_per_hour under [local] in the nodus configuration file, "
+        "~/.config/nodus/config.toml or NODUS_CONFIG"
+    )
 
     def __init__(self, store: Any, catalog: str | None = None) -> None:
         super().__init__(store, catalog)

@@ -85,6 +85,9 @@ class _Live:
 class SwarmTarget(Target):
     name: ClassVar[TargetName] = TargetName.SWARM
     description: ClassVar[str] = "the Swarm cluster"
+    price_hint: ClassVar[str] = (
+        "label the nodes nodus.price_per_hour=USD, or nodus.machine_id=ID for its catalog price"
+    )
 
     def __init__(self, store: Any, catalog: str | None = None) -> None:
         super().__init__(store, catalog)
@@ -123,6 +126,9 @@ class SwarmTarget(Target):
         from nodus_cli.planner import Candidate, plan_workload
 
         plan = plan_workload(workload, self.offers(workload), target=self.name, history=history)
+        unpriced = self.unpriced_budget(workload, plan)
+        if unpriced is not None:
+            plan.notes.append(unpriced)
         nodes = self._all_nodes()
         for sp, stage in zip(plan.stages, workload.stages, strict=True):
             if not sp.feasible and not sp.nearest:
