@@ -11,7 +11,7 @@ an HTTP server on 127.0.0.1 (in a thread), and times, interleaved and as medians
 - the baseline: reading the same CSV file with the ``csv`` module alone (every row, no
   conversion).
 
-Then, once, the cold command line (``nodus catalog update URL``, a fresh interpreter) for
+Then the command line (``nodus catalog update URL``, a fresh interpreter each time) for
 what a user waits.
 
 Goals: the update under 2 s, and at least 0.5x the csv module's throughput (rows per
@@ -170,13 +170,16 @@ def main() -> int:
         )
 
         env = installed_env(tmp)
-        env["NODUS_HOME"] = str(tmp / "cli-home")
-        cli = timed(
-            [*nodus_command(), "catalog", "update", "--retries", "0", url],
-            env,
-            lambda out: "updated:" in out,
+        command = [*nodus_command(), "catalog", "update", "--retries", "0", url]
+        cold = []
+        for i in range(4):  # the first run byte-compiles nodus (as pip does on install)
+            env["NODUS_HOME"] = str(tmp / f"cli-home-{i}")
+            cold.append(timed(command, env, lambda out: "updated:" in out))
+        print(
+            f"command line `nodus catalog update URL` (fresh interpreter): median "
+            f"{statistics.median(cold[1:]) * 1e3:.0f} ms of 3 runs after the first "
+            f"({cold[0] * 1e3:.0f} ms, byte-compiling)"
         )
-        print(f"cold command line `nodus catalog update URL`: {cli * 1e3:.0f} ms (once)")
     httpd.shutdown()
     return 0 if seconds_ok and ratio_ok else 1
 

@@ -271,7 +271,7 @@ def summary(result: Any) -> str:
     """One source's outcome in a line."""
     r = result
     how = "not modified, kept" if r.stored.last_result == "not modified" else "fetched"
-    parts = [f"{r.source.name}: {how} {len(r.offers):,} rows ({r.format})"]
+    parts = [f"{r.source.name}: {how} {len(r.rows):,} rows ({r.format})"]
     if r.bad_count:
         parts.append(f"{r.bad_count} bad row(s) left out")
     if r.dropped:
