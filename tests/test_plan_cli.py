@@ -288,6 +288,26 @@ def test_the_configured_price_ceiling_is_shown_and_named(tmp_path: Path) -> None
     assert "limits.max_price_per_hour must be a positive number" in done.stderr
 
 
+def test_a_cpu_only_workload_with_a_catalog_file(tmp_path: Path) -> None:
+    rows = MARKET + "acme,cpu-16,,0,,16,64,us-east-1,0.40,,x86_64\n"
+    cat = market(tmp_path, rows)
+    wf = workload_file(tmp_path, "[requirements]\ncpu = 8")
+    code, doc = plan_json(tmp_path, wf, "--catalog", cat)
+    stage = doc["stages"][0]
+    assert code == 0 and stage["selected"]["machine_id"] == "cpu-16"
+    assert stage["excluded"] == {"gpu": 7}  # every machine with GPUs: a CPU-only one fits
+    # Too big for the CPU-only machine: a GPU machine, and the plan says why.
+    wf = workload_file(tmp_path, "[requirements]\ncpu = 32", name="big.toml")
+    done = nodus(tmp_path, "plan", wf, "--catalog", cat)
+    assert done.returncode == 0
+    assert (
+        "note: this stage needs no GPU, but cpu = 32 ruled out every CPU-only configuration "
+        "(1 in the inventory), so it is planned on machines with GPUs; the selected machine "
+        "carries GPUs it will not use"
+    ) in done.stdout
+    assert "selected: runpod 4x_H100_SECURE" in done.stdout
+
+
 def test_a_cpu_only_workload_on_the_embedded_catalog(tmp_path: Path) -> None:
     wf = workload_file(tmp_path, '[requirements]\ncpu = 8\nmemory_gb = 32\nlocation = "us"')
     code, doc = plan_json(tmp_path, wf)
