@@ -1,6 +1,6 @@
 """GPU model families: canonical names, aliases, memory variants and driver names.
 
-The table lives in ``data/gpus.json`` (built from the shared catalog and the product
+The table lives in ``data/gpus.json`` (built from the sourced catalog in tools/catalog and the product
 names ``nvidia-smi`` prints). This module only knows how to match spellings to it.
 """
 
@@ -25,6 +25,7 @@ _FORM_FACTORS = (
     "sxm2",
     "sxm",
     "pcie",
+    "fhhl",
     "nvlink",
     "nvl",
     "mega",
@@ -52,6 +53,9 @@ class GpuFamily:
     memory_gb: tuple[float, ...]
     aliases: tuple[str, ...]
     smi_names: tuple[str, ...]
+    #: Superchips named by their CPU and GPU memory together ("GH200 480GB"): that figure
+    #: -> the memory of the GPU itself.
+    superchip_memory_gb: tuple[tuple[float, float], ...] = ()
 
     @property
     def max_memory_gb(self) -> float:
@@ -72,6 +76,9 @@ class Variant:
     spelling: str
     memory_gb: float | None
     form_factor: str | None
+    #: The superchip figure the spelling names ("GH200 480GB": 480) when ``memory_gb`` is
+    #: the GPU's own memory taken from it (96).
+    superchip_memory_gb: float | None = None
 
 
 class GpuTable:
@@ -95,6 +102,10 @@ class GpuTable:
                 memory_gb=tuple(float(m) for m in entry.get("memory_gb", [])),
                 aliases=tuple(entry.get("aliases", [])),
                 smi_names=tuple(entry.get("smi_names", [])),
+                superchip_memory_gb=tuple(
+                    (float(named), float(gpu))
+                    for named, gpu in entry.get("superchip_memory_gb", {}).items()
+                ),
             )
             self.families.append(family)
             for spelling in (family.name, *family.aliases):
@@ -141,6 +152,11 @@ class GpuTable:
         for family, memory, form in splits:
             if memory is None or memory in family.memory_gb:
                 return Variant(family, key, memory, form.upper() if form else None)
+        for family, memory, form in splits:
+            for named, gpu_memory in family.superchip_memory_gb:
+                if memory == named:
+                    shown = form.upper() if form else None
+                    return Variant(family, key, gpu_memory, shown, superchip_memory_gb=named)
         if splits:
             family, memory, form = splits[0]
             return Variant(family, key, memory, form.upper() if form else None)

@@ -69,8 +69,10 @@ from nodus_cli.workload import Stage, Workload
 
 #: How often the loop wakes while tasks run: stop requests, cost records, progress.
 TICK = 0.25
-#: How often the running cost is written to the records (spending limits read it).
-COST_EVERY = 2.0
+#: How often the running cost is written to the records. Spending limits read it: other
+#: runs see this run's cost at most this late, which bounds how far concurrent runs can
+#: pass a limit together (nodus_cli.limits: 0.5 s here + 0.5 s there + TICK).
+COST_EVERY = 0.5
 #: Task records of a fan-out stage are written in batches at most this often.
 FLUSH_EVERY = 0.5
 
@@ -140,9 +142,10 @@ class NullSink:
 
 
 class Allowance(Protocol):
-    """Spending limits across runs: how much this run may still spend, and which limit."""
+    """Spending limits across runs: how much run ``run_id`` may still spend, having spent
+    ``run_cost``, and the words naming the limit (None: no limit applies)."""
 
-    def left(self, run_cost: float) -> tuple[float, str] | None: ...
+    def left(self, run_id: str, run_cost: float) -> tuple[float, str] | None: ...
 
 
 # -- the loop's own state ----------------------------------------------------------------
@@ -665,6 +668,7 @@ class Runner:
         rec.exit_code = code
         rec.message = message
         self._save_stage(state)
+        self._say_usage(state, ends)
         self.say(
             f"stage {stage.name}: {done} of {total} items succeeded"
             + (f", {len(failed)} failed" if failed else "")
@@ -672,6 +676,30 @@ class Runner:
             stage.name,
         )
         return rec.status, code, message
+
+    def _say_usage(self, state: _Stage, ends: dict[int, TaskEnd]) -> None:
+        """A fan-out stage's GPU use in one line: a request is not proof of use."""
+        sampled = [
+            e.gpu_report for e in ends.values() if e.gpu_report and e.gpu_report.get("sampled")
+        ]
+        if not sampled:
+            return
+        idle = [
+            i
+            for i, e in sorted(ends.items())
+            if e.gpu_report
+            and any(g["samples"] and not g["used"] for g in e.gpu_report.get("gpus", []))
+        ]
+        if idle:
+            shown = ", ".join(str(i) for i in idle[:10]) + (", ..." if len(idle) > 10 else "")
+            self.say(
+                f"warning: stage {state.stage.name}: {len(idle)} of {len(sampled)} items left "
+                f"their GPU idle (items {shown}): a request is not proof of use; check that the "
+                "program sees it (CUDA_VISIBLE_DEVICES, the framework's device)",
+                state.stage.name,
+            )
+        else:
+            self.say(f"stage {state.stage.name}: every item used its GPU", state.stage.name)
 
     # -- budget, limits, stops -------------------------------------------------------
 
@@ -691,7 +719,7 @@ class Runner:
         if budget is not None:
             found.append((budget - cost, f"the run's cost reached its budget ${budget:,.2f}"))
         if self.allowance is not None:
-            limit = self.allowance.left(cost)
+            limit = self.allowance.left(self.record.id, cost)
             if limit is not None:
                 found.append(limit)
         return min(found, key=lambda f: f[0]) if found else None

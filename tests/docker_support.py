@@ -243,6 +243,12 @@ class Nodus:
             cwd=self.root,
         )
 
+    def run_json(self, *args: str | os.PathLike[str], **extra: str | None) -> Any:
+        """``nodus ARGS --json``, parsed (it must succeed)."""
+        done = self.run(*args, "--json", **extra)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
     def runs(self) -> list[dict[str, Any]]:
         done = self.run("runs", "--json", "--limit", "100")
         assert done.returncode == 0, done.stderr

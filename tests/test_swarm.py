@@ -849,6 +849,32 @@ def test_a_failed_stage_skips_the_next(nodus_swarm: SwarmNodus, tmp_path: Path) 
     assert "never" not in done.stderr
 
 
+@pytest.mark.swarm
+def test_fanout_tasks_spread_over_both_nodes(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    items = ", ".join(f'"i{n}"' for n in range(6))
+    file = workload(
+        tmp_path,
+        'command = "echo item $NODUS_ITEM; sleep 2"\n'
+        "[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n"
+        f"[map]\nitems = [{items}]\n",
+    )
+    plan = nodus_swarm("plan", file, "--target", "swarm").stdout
+    assert "Swarm spreads the tasks over every node" in plan
+    done = nodus_swarm("run", file, "--target", "swarm", timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert sorted(ln for ln in done.stdout.splitlines() if "| item" in ln) == sorted(
+        f"main[{n}] | item i{n}" for n in range(6)
+    )
+    run = only_run(nodus_swarm)
+    detail = nodus_swarm.json("runs", run["id"])
+    nodes = {t["node"] for t in detail["stages"][0]["tasks"]}
+    assert nodes == {cluster.manager_hostname, "nodus-w1"}  # Swarm placed them, not nodus
+    assert all(t["status"] == "succeeded" for t in detail["stages"][0]["tasks"])
+    assert cluster.service(run["id"]) == []
+
+
 # -- swarm init-node -----------------------------------------------------------------------
 
 

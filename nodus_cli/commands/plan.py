@@ -37,6 +37,12 @@ def load_valid(file: str) -> Workload:
     from nodus_cli.workload import load_file
 
     path = Path(file)
+    if path.is_dir():
+        raise NodusError(
+            f"{file} is a folder: plan one workload file",
+            exit_code=2,
+            hint=f"nodus validate {file} checks every file in it",
+        )
     if not path.is_file():
         raise NodusError(f"{file}: no such file", exit_code=2)
     result = load_file(path, file)
@@ -57,6 +63,8 @@ def make_plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, s
 
 def _plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, inventory.Inventory]:
     workload = load_valid(file)
+    if target != "catalog":
+        return _plan_on_target(workload, target, catalog_path)
     inv = inventory.for_target(target, catalog_path)
     plan = plan_workload(workload, inv.offers, target=target, history=inv.history(workload))
     if inv.catalog is not None:
@@ -64,6 +72,24 @@ def _plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, inven
         if warning:
             plan.warnings.append(warning)
     return plan, inv
+
+
+def _plan_on_target(
+    workload: Workload, target: str, catalog_path: str | None
+) -> tuple[Plan, inventory.Inventory]:
+    """A place that runs plans for itself: the plan `nodus run` uses there, with its notes
+    (what the target cannot do, a budget it cannot enforce)."""
+    from nodus_cli import targets
+    from nodus_cli.records import RunStore, fingerprint, runtime_lookup
+
+    store = RunStore.open(create=False)
+    place = targets.get(target, store, catalog_path)
+    try:
+        offers = place.offers(workload)
+        plan = place.plan(workload, runtime_lookup(store, fingerprint(workload)))
+    finally:
+        place.close()
+    return plan, inventory.Inventory(target, offers, place.description)
 
 
 def stale_warning(cat: Catalog, now: datetime | None = None) -> str | None:

@@ -323,7 +323,8 @@ class LocalTarget(Target):
             with Sampler(spec.gpu_uuids) as sampler:
                 end = self._run_container(task, ctx, cid, spec, since)
             report = sampler.report()
-            self._report_usage(task, ctx, report)
+            if task.item is None:  # a fan-out stage's driver sums its tasks' use up
+                self._report_usage(task, ctx, report)
             return TaskEnd(end.state, end.exit_code, end.message, report.as_json())
         finally:
             with self._lock:
