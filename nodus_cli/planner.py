@@ -210,6 +210,8 @@ class StagePlan:
     nearest: list[Candidate] = field(default_factory=list)
     explanation: str | None = None
     image: str | None = None
+    #: A fan-out stage's economics on the selected configuration (see :func:`fanout`).
+    fanout: dict[str, Any] | None = None
 
     @property
     def selected(self) -> Candidate | None:
@@ -238,6 +240,7 @@ class StagePlan:
             "emptied_by": self.emptied_by,
             "explanation": self.explanation,
             "nearest": [c.as_json() for c in self.nearest],
+            "fanout": self.fanout,
         }
 
 
@@ -463,7 +466,10 @@ def plan_stage(
         remaining = [o for o, _ in kept]
         runtimes = [r for _, r in kept]
     measured = bool(remaining) and runtimes is not None and None not in runtimes
-    if runtimes is None:
+    if stage.map is not None and not measured:
+        # Fan-out: what a task-hour costs decides, not what one machine costs.
+        candidates = Ranking(sorted(remaining, key=lambda o: _per_task_order(stage, o)))
+    elif runtimes is None:
         candidates = Ranking(sorted(remaining, key=_PRICE_ORDER))
     else:
         key = _by_estimated_cost if measured else _by_price
@@ -497,6 +503,9 @@ def plan_stage(
             "which no workload can raise"
         )
     _note_unknown_sizes(result, stage, pool, filters, remaining)
+    if stage.map is not None and candidates:
+        result.fanout = fanout(stage, candidates[0].offer, budget)
+        result.notes.append(_fanout_words(result.fanout))
     if not candidates:
         _explain_empty(result, stage, pool, filters, budget, history)
     elif not stage.requirements.wants_gpu and candidates[0].offer.gpu is not None:
@@ -505,6 +514,65 @@ def plan_stage(
             + "; the selected machine carries GPUs it will not use"
         )
     return result
+
+
+def tasks_per_machine(stage: Stage, offer: Offer) -> int:
+    """How many tasks of a fan-out stage one machine of ``offer`` hosts at once.
+
+    Whole GPUs: its GPUs divided by ``gpu_count``; shared GPUs: floor(GPU memory /
+    ``peak_memory_gb``) per device; no GPU: its vCPUs divided by ``cpu`` (and its memory
+    by ``memory_gb`` when set). At least 1.
+    """
+    req = stage.requirements
+    if req.wants_gpu:
+        if req.share_gpu and req.peak_memory_gb:
+            per_device = int(offer.gpu_memory_gb // req.peak_memory_gb)
+            return max(1, per_device * offer.gpu_count)
+        return max(1, offer.gpu_count // max(1, req.gpu_count))
+    fits = int(offer.vcpus // req.cpu) if req.cpu else 1
+    if req.memory_gb and offer.memory_gb:
+        fits = min(fits, int(offer.memory_gb // req.memory_gb))
+    return max(1, fits)
+
+
+def _per_task_order(stage: Stage, offer: Offer) -> tuple[Any, ...]:
+    return (offer.price_per_hour / tasks_per_machine(stage, offer), _PRICE_ORDER(offer))
+
+
+def fanout(stage: Stage, offer: Offer, budget: float | None) -> dict[str, Any]:
+    """A fan-out stage priced honestly: tasks per machine, machines the requested
+    parallelism needs, the price of a task-hour, and what the budget buys across items."""
+    assert stage.map is not None
+    items = len(stage.map.items)
+    wanted = min(items, stage.map.parallel or items)
+    per_machine = tasks_per_machine(stage, offer)
+    per_task_hour = offer.price_per_hour / per_machine
+    doc: dict[str, Any] = {
+        "items": items,
+        "parallel": wanted,
+        "tasks_per_machine": per_machine,
+        "machines_needed": -(-wanted // per_machine),
+        "price_per_task_hour": round(per_task_hour, 6),
+        "budget_task_hours": (
+            round(budget / per_task_hour, 3) if budget is not None and per_task_hour else None
+        ),
+    }
+    return doc
+
+
+def _fanout_words(f: dict[str, Any]) -> str:
+    text = (
+        f"fan-out: {f['items']} items, {f['parallel']} at once; one machine hosts "
+        f"{f['tasks_per_machine']} task(s), so that takes {f['machines_needed']} machine(s); "
+        f"${f['price_per_task_hour']:,.4f} per task-hour"
+    )
+    if f["budget_task_hours"] is not None:
+        per_item = f["budget_task_hours"] / f["items"] * 3600
+        text += (
+            f"; the budget covers every item: {f['budget_task_hours']:,.2f} task-hours, "
+            f"{per_item:,.0f} s per item"
+        )
+    return text
 
 
 def _no_cpu_only_fits(

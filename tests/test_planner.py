@@ -791,3 +791,37 @@ def test_plan_json_shape(tmp_path: Path) -> None:
         "estimated_cost": None,
     }
     assert doc["requirements"]["gpu"] == "H100"
+
+
+def test_a_fanout_stage_is_priced_per_task_hour(tmp_path: Path) -> None:
+    rows = """\
+one,l4x1,L4,1,24,8,32,us-east-1,1.00,,x86_64,
+four,l4x4,L4,4,24,32,128,us-east-1,3.20,,x86_64,
+"""
+    market = offers(tmp_path, rows)
+    items = ", ".join(f'"i{n}"' for n in range(10))
+    w = workload(f'gpu = "L4"\nbudget = 8.0\n[map]\nitems = [{items}]\nparallel = 6')
+    s = plan_workload(w, market).stages[0]
+    # four tasks on the 4× machine at $0.80 per task-hour beat one on the 1× at $1.00
+    assert machines(s) == ["l4x4", "l4x1"]
+    assert s.fanout == {
+        "items": 10,
+        "parallel": 6,
+        "tasks_per_machine": 4,
+        "machines_needed": 2,
+        "price_per_task_hour": 0.8,
+        "budget_task_hours": 10.0,
+    }
+    assert any("one machine hosts 4 task(s), so that takes 2 machine(s)" in n for n in s.notes)
+    assert any(
+        "the budget covers every item: 10.00 task-hours, 3,600 s per item" in n for n in s.notes
+    )
+    shared = workload(
+        f'gpu = "L4"\nshare_gpu = true\npeak_memory_gb = 10\n[map]\nitems = [{items}]'
+    )
+    s = plan_workload(shared, market).stages[0]
+    assert s.fanout is not None and s.fanout["tasks_per_machine"] == 8  # floor(24/10) x 4
+    cpu = workload(f"[requirements]\ncpu = 2\n[map]\nitems = [{items}]")
+    cpu_rows = "c,box,,0,,16,64,us-east-1,0.50,,x86_64,\n"
+    s = plan_workload(cpu, offers(tmp_path, cpu_rows)).stages[0]
+    assert s.fanout is not None and s.fanout["tasks_per_machine"] == 8

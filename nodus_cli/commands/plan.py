@@ -264,11 +264,15 @@ def _show_stage(stage: StagePlan, top: int, out: Writer) -> None:
             for c in stage.nearest:
                 out.line(f"    {_offer_line(c)}")
         return
-    basis = (
-        "estimated cost (measured runtime × hourly price)"
-        if stage.basis == BASIS_RUNTIME
-        else "hourly price (this workload has no measured runtime on every eligible configuration)"
-    )
+    if stage.basis == BASIS_RUNTIME:
+        basis = "estimated cost (measured runtime × hourly price)"
+    elif stage.fanout is not None:
+        basis = "price per task-hour (hourly price ÷ the tasks one machine hosts)"
+    else:
+        basis = (
+            "hourly price (this workload has no measured runtime on every eligible "
+            "configuration)"
+        )
     out.line(f"  eligible: {stage.eligible}, ranked by {basis}")
     headers = ["", "#", "supplier", "machine", "region", "GPUs", "vCPU", "memory", "$/h", "$/GPU·h"]
     measured = any(c.runtime_seconds is not None for c in stage.candidates[:top])
