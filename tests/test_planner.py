@@ -802,7 +802,7 @@ four,l4x4,L4,4,24,32,128,us-east-1,3.20,,x86_64,
     items = ", ".join(f'"i{n}"' for n in range(10))
     w = workload(f'gpu = "L4"\nbudget = 8.0\n[map]\nitems = [{items}]\nparallel = 6')
     s = plan_workload(w, market).stages[0]
-    # four tasks on the 4× machine at $0.80 per task-hour beat one on the 1× at $1.00
+    # four tasks on the 4-GPU machine at $0.80 per task-hour beat one on the 1-GPU at $1.00
     assert machines(s) == ["l4x4", "l4x1"]
     assert s.fanout == {
         "items": 10,
