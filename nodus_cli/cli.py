@@ -32,10 +32,15 @@ class Format(StrEnum):
     json = "json"
 
 
-class Target(StrEnum):
-    catalog = "catalog"
-    local = "local"
-    swarm = "swarm"
+def _targets() -> dict[str, str]:
+    """``catalog`` (plans only) and every registered target: a new target is accepted
+    by ``--target`` without touching the command line."""
+    from nodus_cli.targets import REGISTRY
+
+    return {"catalog": "catalog", **{str(name): str(name) for name in REGISTRY}}
+
+
+Target = StrEnum("Target", _targets())  # type: ignore[misc]
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
@@ -114,7 +119,7 @@ def plan(
     file: Annotated[str, typer.Argument(metavar="FILE", help="The workload file.")],
     target: Annotated[
         Target, typer.Option(help="Inventory to plan against: catalog, local or swarm.")
-    ] = Target.catalog,
+    ] = Target("catalog"),
     catalog: CatalogOpt = None,
     top: Annotated[int, typer.Option(help="Candidates shown per stage (all in --json).")] = 5,
     as_json: JsonOpt = False,
@@ -176,7 +181,7 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the workload: each stage as a container with exactly the GPUs asked for."""
-    chosen = (target or Target.local).value
+    chosen = (target or Target("local")).value
     if dry_run:  # plans against the target `run` would use
         from nodus_cli.commands import plan as planning
 
@@ -267,6 +272,24 @@ def stop(
     from nodus_cli.commands import runs as command
 
     raise typer.Exit(command.stop_runs(run_ids, as_json))
+
+
+@app.command()
+def spend(
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON document on stdout: today's and this month's spend, "
+            "per workload and per target, with the limits.",
+        ),
+    ] = False,
+) -> None:
+    """What the recorded runs cost today and this month (UTC), per workload and per
+    target, against the spending limits ([limits] in config.toml)."""
+    from nodus_cli.commands import spend as command
+
+    raise typer.Exit(command.run(as_json))
 
 
 @app.command()

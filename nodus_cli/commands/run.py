@@ -31,6 +31,11 @@ def run(
     env: list[str] | None = None,
     output: str | None = None,
 ) -> int:
+    if target == "catalog":
+        raise UsageError(
+            "the catalog is a market of quotes, not a place to run",
+            hint="run with --target local or --target swarm; `nodus plan` prices the catalog",
+        )
     client = Client(target=target, catalog=catalog_path)
     checked = client.check(file)
     for problem in checked.warnings:

@@ -217,7 +217,8 @@ class NodeInfo:
 class Target(ABC):
     """A place to run tasks. Implementations hold their connection and per-run state."""
 
-    name: ClassVar[TargetName]
+    #: The name ``--target`` and ``Client(target=...)`` take (its line in the registry).
+    name: ClassVar[str]
     #: Shown where nodus says what this target is ("this machine", "the Swarm cluster").
     description: ClassVar[str]
 
