@@ -1,7 +1,7 @@
 """GPU model families: canonical names, aliases, memory variants and driver names.
 
-The table lives in ``data/gpus.json`` (built from the sourced catalog in tools/catalog and the product
-names ``nvidia-smi`` prints). This module only knows how to match spellings to it.
+The table lives in ``data/gpus.json`` (built from the sourced catalog in tools/catalog and
+the product names ``nvidia-smi`` prints). This module only knows how to match spellings to it.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ class GpuFamily:
     memory_gb: tuple[float, ...]
     aliases: tuple[str, ...]
     smi_names: tuple[str, ...]
-    #: Superchips named by their CPU and GPU memory together ("GH200 480GB"): that figure
-    #: -> the memory of the GPU itself.
+    #: Superchips named by a memory figure that counts the CPU's memory ("GH200 480GB"):
+    #: that figure -> the memory of the GPU itself.
     superchip_memory_gb: tuple[tuple[float, float], ...] = ()
 
     @property

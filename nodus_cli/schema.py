@@ -79,16 +79,25 @@ NestedOptimization = Annotated[
 ]
 Cpu = Annotated[
     float,
-    Field(ge=0, description="CPUs (may be fractional). Default 1; 0 means not set."),
+    Field(
+        ge=0,
+        description=(
+            "CPUs (may be fractional, at least 0.01: Docker's smallest CPU share). Default 1; "
+            "0 means not set."
+        ),
+        json_schema_extra={"anyOf": [{"const": 0}, {"type": "number", "minimum": 0.01}]},
+    ),
 ]
 MemoryGb = Annotated[
     float,
     Field(
         ge=0,
         description=(
-            "Host memory in GB, /dev/shm included. 0 or omitted: routing ignores memory and a "
-            "container gets 2 GiB per requested CPU."
+            "Host memory in GB, /dev/shm included, at least 0.006 (Docker's smallest limit, "
+            "6 MB). 0 or omitted: routing ignores memory and a container gets 2 GiB per "
+            "requested CPU."
         ),
+        json_schema_extra={"anyOf": [{"const": 0}, {"type": "number", "minimum": 0.006}]},
     ),
 ]
 DiskGb = Annotated[float, Field(ge=0, description="Disk in GB; 0 means not set.")]
@@ -118,8 +127,20 @@ Command = Annotated[
     Annotated[str, Field(min_length=1)] | Annotated[list[str], Field(min_length=1)],
     Field(
         description=(
-            'What to run: a list of strings (["python", "train.py"]) or one string run by '
-            "/bin/sh -c. Omitted: the image's own command."
+            'What to run: a list of strings (["python", "train.py"]), given to the image\'s '
+            "ENTRYPOINT as `docker run` would, or one string, which always runs via "
+            "/bin/sh -c whatever the ENTRYPOINT (so a string cannot be combined with "
+            "entrypoint). Omitted: the image's own command."
+        )
+    ),
+]
+Entrypoint = Annotated[
+    list[str],
+    Field(
+        description=(
+            'Replaces the image\'s ENTRYPOINT, e.g. ["python"]; [] clears it. A list, never '
+            "one string. Stages inherit the workload's when they omit it. With an entrypoint, "
+            "write command as a list: a command string runs via /bin/sh -c instead."
         )
     ),
 ]
@@ -129,8 +150,70 @@ Env = Annotated[
         str | int | float,
     ],
     Field(
-        description='Environment variables, e.g. { HF_HOME = "/cache" }.',
+        description=(
+            'Environment variables, e.g. { HF_HOME = "/cache" }. In a value, ${NAME} and '
+            "${NAME:-default} take NAME from the host's environment when the run starts (never "
+            "stored: records keep the template); a missing variable without a default stops "
+            "the run before anything starts. $$ is a literal $; any other $ is literal. A "
+            "literal value under a name with TOKEN, KEY, SECRET or PASSWORD gets a warning: "
+            'write HF_TOKEN = "${HF_TOKEN}" instead.'
+        ),
         json_schema_extra={"additionalProperties": False},
+    ),
+]
+Mounts = Annotated[
+    list[Annotated[str, Field(pattern=r"^[^:]+:/[^:]*(:(ro|rw))?$")]],
+    Field(
+        description=(
+            'Docker -v syntax, "SOURCE:TARGET[:ro|:rw]", e.g. ["./data:/data:ro", '
+            '"hf-cache:/root/.cache/huggingface"]. A SOURCE with a "/" is a host path (~/ is '
+            "the home folder; a relative path is relative to this file; it must exist when "
+            "the run starts); without one it is a named volume, created when missing and kept "
+            "after the run. TARGET is an absolute container path other than / and /nodus/work "
+            "(the work directory); one mount per TARGET. A stage's mounts add to the "
+            "workload's."
+        )
+    ),
+]
+PortNumber = Annotated[int, Field(ge=1, le=65535)]
+PortSpec = Annotated[
+    str,
+    Field(
+        pattern=(
+            r"^(((\d{1,3}\.){3}\d{1,3}|\[[0-9A-Fa-f:.]+\]):)?(\d{1,5}:)?\d{1,5}"
+            r"(/(tcp|udp))?$"
+        )
+    ),
+]
+Ports = Annotated[
+    list[PortNumber | PortSpec],
+    Field(
+        description=(
+            'Ports published on the host: 8000 (host 8000 to container 8000), "8080:80" '
+            '(host 8080 to container 80), "127.0.0.1:8080:80" (that address only), with an '
+            'optional "/udp" or "/tcp". No ranges; a host port once. A stage\'s ports add to '
+            "the workload's; a stage with [map] cannot publish ports."
+        )
+    ),
+]
+OutputDir = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description=(
+            "After the run, success or not, the contents of $NODUS_WORK_DIR are copied to "
+            "OUTPUT_DIR/RUN_ID/. Relative to this file; a folder, not a file. Top level only."
+        ),
+    ),
+]
+ShareGpu = Annotated[
+    bool,
+    Field(
+        description=(
+            "Tasks may share one GPU, sized by memory: needs peak_memory_gb (the GPU memory "
+            "each task uses) and gpu_count 1 (or omitted); a GPU of D GB runs at most "
+            "floor(D / peak_memory_gb) tasks at once. Never inherited by stages."
+        )
     ),
 ]
 Image = Annotated[
@@ -149,6 +232,33 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Map(_Table):
+    """Fan-out: the command runs once per item, each in its own container (a task)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"oneOf": [{"required": ["items"]}, {"required": ["over"]}]},
+    )
+
+    items: list[str | int] | None = Field(
+        None,
+        min_length=1,
+        max_length=100_000,
+        description="The inputs, one task each (strings or integers; at most 100,000).",
+    )
+    over: str | None = Field(
+        None,
+        min_length=1,
+        description=(
+            "A file of inputs, one per non-empty line (at most 100,000), relative to this "
+            "workload file; read when the workload is validated."
+        ),
+    )
+    parallel: int | None = Field(
+        None, ge=1, description="At most this many tasks at once (default: as capacity allows)."
+    )
+
+
 class Requirements(_Table):
     """The nested ("dictionary") form: [requirements] or [stages.requirements]."""
 
@@ -163,6 +273,7 @@ class Requirements(_Table):
     location: Location | None = None
     max_price_per_hour: MaxPrice | None = None
     arch: Arch | None = None
+    share_gpu: ShareGpu | None = None
 
 
 class Stage(_Table):
@@ -174,7 +285,23 @@ class Stage(_Table):
     )
     image: Image | None = Field(None, description="Container image; default: the workload's.")
     command: Command | None = None
-    env: Env | None = Field(None, description="Environment, merged over the workload's env.")
+    entrypoint: Entrypoint | None = None
+    env: Env | None = Field(
+        None,
+        description=(
+            "Environment, merged over the workload's env; ${NAME} and ${NAME:-default} take "
+            "NAME from the host when the run starts ($$ is a literal $)."
+        ),
+    )
+    mounts: Mounts | None = None
+    ports: Ports | None = None
+    map: Map | None = Field(
+        None,
+        description=(
+            "[stages.map]: fan this stage out over inputs, one task per item "
+            "(exactly one of items and over; optional parallel)."
+        ),
+    )
     requirements: Requirements | None = Field(
         None,
         description=(
@@ -188,6 +315,7 @@ class Stage(_Table):
     peak_memory_gb: PeakMemory | None = None
     gpu_interconnect: Interconnect | None = None
     optimization: FlatOptimization | None = None
+    share_gpu: ShareGpu | None = None
 
 
 class WorkloadFile(_Table):
@@ -203,6 +331,18 @@ class WorkloadFile(_Table):
     )
     command: Command | None = None
     env: Env | None = None
+    entrypoint: Entrypoint | None = None
+    mounts: Mounts | None = None
+    ports: Ports | None = None
+    map: Map | None = Field(
+        None,
+        description=(
+            "Fan the command out over inputs, one task per item (exactly one of items and "
+            "over; optional parallel). With [[stages]], write [stages.map] in the stage that "
+            "fans out instead."
+        ),
+    )
+    output_dir: OutputDir | None = None
     model: str | None = Field(
         None, description="Descriptive only: never downloads weights.", min_length=1
     )
@@ -223,6 +363,7 @@ class WorkloadFile(_Table):
     peak_memory_gb: PeakMemory | None = None
     gpu_interconnect: Interconnect | None = None
     optimization: FlatOptimization | None = None
+    share_gpu: ShareGpu | None = None
     requirements: Requirements | None = Field(
         None,
         description=(

@@ -26,6 +26,20 @@ NOT_WORKLOADS = frozenset(
         "rust-toolchain.toml",
         "clippy.toml",
         "deny.toml",
+        "uv.toml",
+        "pixi.toml",
+        "hatch.toml",
+        "mise.toml",
+        "cliff.toml",
+        "book.toml",
+        "typos.toml",
+        "_typos.toml",
+        "Cross.toml",
+        "Makefile.toml",
+        "samconfig.toml",
+        "stylua.toml",
+        "pyrefly.toml",
+        "lychee.toml",
     }
 )
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "site-packages"})

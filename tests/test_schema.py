@@ -71,11 +71,17 @@ def test_toml_has_no_null() -> None:
 
 
 def conforms(value: Any, node: dict[str, Any], root: dict[str, Any]) -> bool:
+    """Every keyword of ``node`` holds for ``value`` (the keywords this schema uses)."""
     if "$ref" in node:
         name = node["$ref"].removeprefix("#/$defs/")
-        return conforms(value, root["$defs"][name], root)
-    if "anyOf" in node:
-        return any(conforms(value, option, root) for option in node["anyOf"])
+        if not conforms(value, root["$defs"][name], root):
+            return False
+    if "anyOf" in node and not any(conforms(value, option, root) for option in node["anyOf"]):
+        return False
+    if "oneOf" in node and sum(conforms(value, option, root) for option in node["oneOf"]) != 1:
+        return False
+    if "required" in node and "type" not in node:
+        return isinstance(value, dict) and all(key in value for key in node["required"])
     if "const" in node and value != node["const"]:
         return False
     if "enum" in node and not any(value == e and type(value) is type(e) for e in node["enum"]):
@@ -86,7 +92,7 @@ def conforms(value: Any, node: dict[str, Any], root: dict[str, Any]) -> bool:
     if kind == "array":
         return (
             isinstance(value, list)
-            and len(value) >= node.get("minItems", 0)
+            and node.get("minItems", 0) <= len(value) <= node.get("maxItems", len(value))
             and all(conforms(v, node.get("items", {}), root) for v in value)
         )
     if kind == "string":
@@ -102,7 +108,11 @@ def conforms(value: Any, node: dict[str, Any], root: dict[str, Any]) -> bool:
             return False
         if "minimum" in node and not value >= node["minimum"]:
             return False
+        if "maximum" in node and not value <= node["maximum"]:
+            return False
         return "exclusiveMinimum" not in node or value > node["exclusiveMinimum"]
+    if kind == "boolean":
+        return isinstance(value, bool)
     return True
 
 
@@ -133,6 +143,19 @@ VALID = [
     'image = "i"\n[requirements]\nlocation = "us"\nmax_price_per_hour = 3\n',
     'image = "i"\ngpu_interconnect = "any"\n',
     '[[stages]]\nname = "a"\nimage = "x"\ngpu = "L4"\n[stages.requirements]\ndisk_gb = 10\n',
+    # the keys of fan-out, data, ports, entrypoint and environment templates
+    'image = "i"\nmounts = ["/data:/data:ro", "hf-cache:/root/.cache/huggingface"]\n',
+    'image = "i"\nports = [8000, "8080:80", "127.0.0.1:9000:90/udp", "[::1]:7000:70"]\n',
+    'image = "i"\nentrypoint = []\ncommand = ["x"]\n',
+    'image = "i"\nentrypoint = ["python", "-u"]\ncommand = ["train.py"]\n',
+    'image = "i"\noutput_dir = "/tmp/nodus-schema-out"\n',
+    'image = "i"\n[map]\nitems = ["a", 1]\nparallel = 4\n',
+    'image = "i"\nshare_gpu = true\npeak_memory_gb = 10\n',
+    'image = "i"\n[requirements]\nshare_gpu = false\ncpu = 0.01\nmemory_gb = 0.006\n',
+    'image = "i"\nenv = { HF_TOKEN = "${HF_TOKEN}", D = "${X:-y}", P = "$$" }\n',
+    'image = "i"\n[[stages]]\nname = "s"\nmounts = ["/a:/a"]\nports = [1]\n'
+    'entrypoint = ["sh"]\nshare_gpu = true\npeak_memory_gb = 8\n',
+    'image = "i"\n[[stages]]\nname = "s"\n[stages.map]\nitems = ["x"]\n',
 ]
 INVALID = [
     'image = "i"\ngpu_type = "H100"\n',
@@ -152,6 +175,26 @@ INVALID = [
     'image = "i"\n[[stages]]\ncommand = "x"\n',
     'image = "i"\n[[stages]]\nname = "a"\nbudget = 1\n',
     'image = "i"\nenv = { "1A" = "x" }\n',
+    'image = "i"\nmounts = "/a:/a"\n',
+    'image = "i"\nmounts = ["/a:relative"]\n',
+    'image = "i"\nmounts = ["/a:/a:z"]\n',
+    'image = "i"\nmounts = [{ source = "/a", target = "/a" }]\n',
+    'image = "i"\nports = [0]\n',
+    'image = "i"\nports = [70000]\n',
+    'image = "i"\nports = [true]\n',
+    'image = "i"\nports = ["8000-8010"]\n',
+    'image = "i"\nports = ["80/sctp"]\n',
+    'image = "i"\nentrypoint = "python"\n',
+    'image = "i"\noutput_dir = ""\n',
+    'image = "i"\n[map]\nitems = []\n',
+    'image = "i"\n[map]\nparallel = 2\n',
+    'image = "i"\n[map]\nitems = ["a"]\nover = "x"\n',
+    'image = "i"\n[map]\nitems = ["a"]\nparallel = 0\n',
+    'image = "i"\n[map]\nitems = ["a"]\nworkers = 2\n',
+    'image = "i"\nshare_gpu = "true"\npeak_memory_gb = 10\n',
+    'image = "i"\n[requirements]\ncpu = 0.001\n',
+    'image = "i"\n[requirements]\nmemory_gb = 0.001\n',
+    'image = "i"\n[[stages]]\nname = "a"\noutput_dir = "x"\n',
 ]
 
 

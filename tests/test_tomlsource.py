@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import os
+import re
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodus_cli.tomlsource import (
     MAX_FILE_BYTES,
+    MAX_KEY_PARTS,
     LineIndex,
     LoadFailure,
+    check_depth,
     decode,
     display_key,
     parse,
@@ -214,3 +220,222 @@ def test_display_key() -> None:
     assert display_key(("stages", 1, "requirements", "cpu")) == "stages[1].requirements.cpu"
     assert display_key(("command", 0)) == "command[0]"
     assert display_key(()) == ""
+
+
+def test_a_duplicate_deep_in_a_table_names_its_whole_key() -> None:
+    result = load_text('[[stages]]\nname = "a"\n[stages.env]\nA.B = "1"\nA.B = "2"\n', "d.toml")
+    (problem,) = result.errors
+    assert (problem.loc, problem.line) == ("stages[0].env.A.B", 5)
+    assert "set twice (lines 4 and 5)" in problem.message
+
+
+# -- lines of elements, read on demand ----------------------------------------------------------
+
+
+def test_lines_of_array_elements_in_any_order() -> None:
+    text = "x = [\n" + "".join(f'  "e{i}",\n' for i in range(500)) + "]\ny = [[1, 2], [\n3]]\n"
+    text += "z = [{ a = 1 }, { b = [\n 1, 2] }]\n"
+    parse(text)
+    index = LineIndex(text)
+    assert index.line_of(("x", 400)) == 402
+    assert index.line_of(("x", 3)) == 5
+    assert index.line_of(("x", 499)) == 501
+    assert index.line_of(("x", 500)) == 1  # past the end: the array's own line
+    assert index.line_of(("y", 1, 0)) == 504
+    assert index.line_of(("y", 0, 1)) == 503
+    assert index.line_of(("z", 1, "b", 1)) == 506
+    assert index.line_of(("z", 1, "b")) == 505
+    assert index.line_of(("z", 0, "a")) == 505
+
+
+def test_brackets_in_strings_and_comments_do_not_end_an_array() -> None:
+    text = 'x = [\n  "]",  # ] [\n  \'[\',\n  """\n]\n""",\n  "last",\n]\ny = 1\n'
+    parse(text)
+    index = LineIndex(text)
+    assert index.line_of(("x", 3)) == 7
+    assert index.line_of(("y",)) == 9
+
+
+# -- keys too deep for the parser ----------------------------------------------------------------
+
+
+def deep(parts: int) -> str:
+    return "a" + ".a" * (parts - 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        (f"{deep(40_000)} = 1\n", 1, ['the key "a.a.a.a', "has 40,000 parts"]),
+        (f'image = "i"\n\n[{deep(9)}]\n', 3, ["the table header [a.a.a", "has 9 parts"]),
+        (f'image = "i"\n[[{deep(500)}]]\n', 2, ["the table header", "has 500 parts"]),
+        (f"x = {{ b = 1, {deep(20)} = 2 }}\n", 1, ['the key "a.a.a', "has 20 parts"]),
+        (f"x = [\n 1,\n {{ {deep(9)} = 1 }},\n]\n", 3, ["has 9 parts"]),
+        (
+            f"[{deep(5)}]\nok = 1\n{deep(4)} = 1\n",
+            3,
+            ["under the table header of line 1 makes a path of 9 parts"],
+        ),
+        (f'"a.b".{deep(9)} = 1\n', 1, ["has 10 parts"]),
+        (f"a . b . {deep(7)} = 1\n", 1, ["has 9 parts"]),
+    ],
+)
+def test_keys_deeper_than_the_limit_are_refused_before_parsing(
+    text: str, line: int, words: list[str]
+) -> None:
+    result = load_text(text, "deep.toml")
+    assert not result.valid
+    (problem,) = result.errors
+    assert (problem.loc, problem.line) == ("", line)
+    assert problem.message.endswith(
+        f"; nodus accepts at most {MAX_KEY_PARTS}: no workload key is nested that deep (the "
+        "deepest is 3, e.g. stages.requirements.gpu)"
+    )
+    for word in words:
+        assert word in problem.message, problem.message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{deep(MAX_KEY_PARTS)} = 1\n",
+        f"[{deep(MAX_KEY_PARTS)}]\n",
+        f"[{deep(MAX_KEY_PARTS - 1)}]\nb = 1\n",
+        f"x = {{ {deep(MAX_KEY_PARTS)} = 1 }}\n",
+        # dots that are not key separators
+        f'x = "{deep(500)}"\n',
+        f"x = '{deep(500)}'\n",
+        f"# {deep(500)} = 1\n[{deep(3)}] # [{deep(50)}]\n",
+        f'x = """\n[{deep(50)}]\n{deep(50)} = 1\n"""\n',
+        f"x = '''\n[{deep(50)}]\n'''\n",
+        f'"{deep(50)}" = 1\n',
+        f"'{deep(50)}' = 1\n",
+        f'x = [\n  1.5, 2.5, # {deep(50)}\n  "{deep(50)}",\n]\n',
+        f"x = 1979-05-27 07:32:00.999\ny = {' '.join(['1.5'] * 20)!r}\n",
+        f'x = {{ a = "{deep(50)}", b = [1.5, 2.5] }}\n',
+    ],
+)
+def test_keys_at_the_limit_and_dots_elsewhere_are_accepted(text: str) -> None:
+    parse(text)  # raises LoadFailure when refused
+    assert check_depth(text) is None
+
+
+def test_deep_keys_cost_linear_time() -> None:
+    import time
+
+    size = MAX_FILE_BYTES - 100
+    shapes = [
+        "a" + ".a" * (size // 2 - 8) + " = 1\n",
+        "[a" + ".a" * (size // 2 - 8) + "]\n",
+        "x = { a" + ".a" * (size // 2 - 16) + " = 1 }\n",
+    ]
+    for text in shapes:
+        start = time.perf_counter()
+        result = load_text(text)
+        elapsed = time.perf_counter() - start
+        assert not result.valid
+        assert elapsed < 2, elapsed  # tomllib alone would take minutes
+
+
+_PART = r'(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|\'[^\']*\')'
+_KEY = re.compile(rf"{_PART}(?:[ \t]*\.[ \t]*{_PART})*")
+
+
+def _parts(text: str) -> int:
+    m = _KEY.match(text)
+    assert m is not None, text
+    return len(re.findall(_PART, m.group(0)))
+
+
+def _reference_depth(text: str) -> int:
+    """The deepest key path of a generated document, from its lines (independent of the
+    pre-scan): every header and pair is on one line, the key first."""
+    deepest, header = 0, 0
+    for line in text.splitlines():
+        if line.startswith("[t"):
+            header = _parts(line[1:])
+            deepest = max(deepest, header)
+        elif line.startswith("p"):
+            deepest = max(deepest, header + _parts(line))
+        elif line.startswith("i"):
+            inline = line[line.index("{") + 1 :].lstrip()
+            deepest = max(deepest, header + 1, _parts(inline))
+    return deepest
+
+
+_BARE = st.sampled_from(["a", "b", "k-1", "x_y", "3"])
+_QUOTED = st.sampled_from(['"q.r"', "'s.t'", '"[u]"', '"v\\"w"'])
+_VALUES = [
+    "1",
+    '"a.b.c.d.e.f.g.h.i.j"',
+    "'[x.y]'",
+    "[1, # a.b.c.d.e.f.g.h.i\n 2,\n]",
+    '[{ c = "]" }, [1, [2]]]',
+    "1979-05-27 07:32:00",
+    "3.14",
+]
+
+
+@st.composite
+def _dotted(draw: st.DrawFn, depth: int) -> str:
+    sep = draw(st.sampled_from([".", " . ", "\t.\t"]))
+    return sep.join(draw(_BARE | _QUOTED) for _ in range(depth))
+
+
+@st.composite
+def _document(draw: st.DrawFn) -> str:
+    lines = []
+    for i in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["header", "pair", "inline"]))
+        key = draw(_dotted(draw(st.integers(1, MAX_KEY_PARTS + 2))))
+        if kind == "header":
+            lines.append(f"[t{i}.{key}]")
+        elif kind == "pair":
+            value = draw(st.sampled_from([*_VALUES, '"""\n[a.b.c.d.e.f.g.h.i]\n"""']))
+            lines.append(f"p{i}.{key} = {value}")
+        else:
+            lines.append(f"i{i} = {{ {key} = {draw(st.sampled_from(_VALUES[:3]))} }}")
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_document())
+def test_the_prescan_agrees_with_a_reference_on_generated_documents(text: str) -> None:
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return  # e.g. the same key twice: not what this checks
+    refused = check_depth(text)
+    deepest = _reference_depth(text)
+    assert (refused is not None) == (deepest > MAX_KEY_PARTS), (text, refused, deepest)
+
+
+# -- lines the scanner used to miss -------------------------------------------------------------
+
+
+def test_an_unknown_table_from_a_deep_header_has_its_line() -> None:
+    result = load_text(f'image = "i"\n\n[{deep(MAX_KEY_PARTS - 1)}]\nx = 1\n', "w.toml")
+    (problem,) = result.errors
+    assert (problem.loc, problem.line) == ("a", 3)
+    assert problem.message.startswith("unknown key")
+
+
+def test_stage_requirements_without_stages_names_the_header_line() -> None:
+    result = load_text('image = "i"\n\n[stages.requirements]\ncpu = 2\n', "w.toml")
+    (problem,) = result.errors
+    assert (problem.loc, problem.line) == ("stages", 3)
+    assert "must be an array of tables" in problem.message
+
+
+def test_the_garbage_collector_is_back_after_a_load() -> None:
+    import gc
+
+    assert gc.isenabled()
+    load_text("[t]\nx = 1\n" * 100)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_text("[t]\nx = 1\n")
+        assert not gc.isenabled()  # left as it was found
+    finally:
+        gc.enable()

@@ -172,6 +172,7 @@ def test_json_shape_is_exactly_spec_3_1(nodus: Nodus, tmp_workload: Writer) -> N
         "model": None,
         "budget": None,
         "optimization": "automatic",
+        "output_dir": None,
         "requirements": {
             "gpu": "H100",
             "gpu_count": 8,
@@ -183,6 +184,7 @@ def test_json_shape_is_exactly_spec_3_1(nodus: Nodus, tmp_workload: Writer) -> N
             "location": None,
             "max_price_per_hour": None,
             "arch": None,
+            "share_gpu": False,
         },
         "stages": [
             {
@@ -190,6 +192,11 @@ def test_json_shape_is_exactly_spec_3_1(nodus: Nodus, tmp_workload: Writer) -> N
                 "image": "img:1",
                 "command": None,
                 "requirements": workload["requirements"],
+                "entrypoint": None,
+                "mounts": [],
+                "ports": [],
+                "map": None,
+                "shell": False,
             }
         ],
     }
@@ -387,9 +394,33 @@ def test_pre_commit_hook_definition() -> None:
     assert hook["entry"] == "nodus validate"
     assert hook["language"] == "python"
     files, exclude = re.compile(hook["files"]), re.compile(hook["exclude"])
-    for path in ("train.toml", "workloads/gpu/train.toml"):
-        assert files.search(path) and not exclude.search(path)
-    assert not files.search("train.toml.bak")
+
+    def checked(path: str) -> bool:
+        return files.search(path) is not None and exclude.search(path) is None
+
+    # By default: TOML files under a workloads/ (or workload/) folder, and *.nodus.toml.
+    for path in (
+        "workloads/train.toml",
+        "workloads/gpu/train.toml",
+        "ml/workloads/train.toml",
+        "workload/a.toml",
+        "train.nodus.toml",
+        "jobs/train.nodus.toml",
+    ):
+        assert checked(path), path
+    # Other TOML files are never workloads to the hook (they were rejected before).
+    for path in (
+        "uv.toml",
+        "hparams.toml",
+        "configs/hparams.toml",
+        "train.toml",
+        "workloads/train.toml.bak",
+        "myworkloads/x.toml",
+        "workloads/.hidden.toml",
+        "workloads/pyproject.toml",
+        "workloads/uv.toml",
+    ):
+        assert not checked(path), path
     excluded = ["pyproject.toml", "sub/pyproject.toml", ".hidden/x.toml", ".ruff.toml"]
     excluded += [name for name in NOT_WORKLOADS if name.endswith(".toml")]
     for path in excluded:

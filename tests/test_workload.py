@@ -158,6 +158,7 @@ def test_a_shortcut_set_flat_and_nested_is_an_error_even_when_equal(key: str) ->
         "peak_memory_gb": "80",
         "gpu_interconnect": '"any"',
         "optimization": '"automatic"',
+        "share_gpu": "true",
     }[key]
     text = f"{IMAGE}{key} = {value}\n\n[requirements]\n{key} = {value}\n"
     found = error(
@@ -266,7 +267,10 @@ def test_stage_keys_in_stage_requirements() -> None:
         (
             "zzz = 1",
             "zzz",
-            ["unknown key (allowed here: name, image, command, env, model, budget, stages, gpu"],
+            [
+                "unknown key (allowed here: name, image, command, env, model, budget, stages, "
+                "entrypoint, mounts, ports, map, output_dir, gpu"
+            ],
         ),
     ],
 )
@@ -641,7 +645,12 @@ def test_stages_inherit_cpu_disk_location_price_and_arch_but_not_gpu_or_memory()
     assert train.requirements.memory_gb == 512.0
     # memory_gb at the workload level reaches no stage: the user is told
     warning = problem(result, "requirements.memory_gb", "warning")
-    assert "applies to no stage" in warning.message and warning.line == 8
+    assert warning.message == (
+        "memory_gb = 64 in [requirements] reaches no stage: with [[stages]], each stage sets "
+        "its own memory_gb; add memory_gb = 64 to the stages that need it (in "
+        "[stages.requirements]) or remove it here"
+    )
+    assert warning.line == 8
 
 
 def test_workload_gpu_with_stages_reaches_no_stage_and_warns() -> None:
@@ -650,8 +659,11 @@ def test_workload_gpu_with_stages_reaches_no_stage_and_warns() -> None:
     assert result.workload is not None
     assert result.workload.stages[0].requirements.gpu_count == 0
     warning = problem(result, "gpu", "warning")
-    assert "stages never inherit GPU requirements" in warning.message
-    assert "move it into [stages.requirements]" in warning.message
+    assert warning.message == (
+        'gpu = "H100" at the top level reaches no stage: with [[stages]], each stage asks for '
+        'its own GPU; add gpu = "H100" to the stages that need it (as a stage key or in '
+        "[stages.requirements]) or remove it here"
+    )
     assert warning.line == 2
 
 
@@ -792,8 +804,8 @@ def test_control_characters_from_the_file_are_shown_escaped() -> None:
         'f.toml:2: error: gpu: unknown GPU model "a\\nb"; did you mean "A2"? '
         "(`nodus gpus` lists them)",
         "f.toml:3: error: x\\ty: unknown key (allowed here: name, image, command, env, model, "
-        "budget, stages, gpu, gpu_count, peak_memory_gb, gpu_interconnect, optimization, "
-        "requirements)",
+        "budget, stages, entrypoint, mounts, ports, map, output_dir, gpu, gpu_count, "
+        "peak_memory_gb, gpu_interconnect, optimization, share_gpu, requirements)",
     ]
 
 
@@ -813,6 +825,7 @@ def test_result_json_has_the_spec_shape() -> None:
         "model",
         "budget",
         "optimization",
+        "output_dir",
         "requirements",
         "stages",
     ]
@@ -827,8 +840,21 @@ def test_result_json_has_the_spec_shape() -> None:
         "location",
         "max_price_per_hour",
         "arch",
+        "share_gpu",
     ]
-    assert [list(s) for s in workload["stages"]] == [["name", "image", "command", "requirements"]]
+    assert [list(s) for s in workload["stages"]] == [
+        [
+            "name",
+            "image",
+            "command",
+            "requirements",
+            "entrypoint",
+            "mounts",
+            "ports",
+            "map",
+            "shell",
+        ]
+    ]
     bad = check(f"{IMAGE}gpu_count = 3\n").as_json()
     assert bad["workload"] is None
     assert bad["errors"] == [

@@ -2,6 +2,10 @@
 
 Output is written directly (no rich): validating thousands of files, or running as a
 pre-commit hook, should cost little more than parsing them.
+
+``--strict`` makes warnings count as errors (exit 1) for CI; the files stay valid in the
+report (their workloads are normalized), the verdict and the exit code change, and the
+summary says why.
 """
 
 from __future__ import annotations
@@ -25,20 +29,26 @@ _STYLES = {
 }
 
 
-def run(paths: list[str], as_json: bool, fmt: str) -> int:
+def run(paths: list[str], fmt: str, strict: bool = False) -> int:
+    """Validate, print in ``fmt`` (text, github or json); 0 when all pass, else 1."""
     results = validate_paths(paths)
-    all_valid = all(r.valid for r in results)
-    if as_json:
-        document = {"valid": all_valid, "files": [r.as_json() for r in results]}
+    ok = passed(results, strict)
+    if fmt == "json":
+        document = {"valid": ok, "files": [r.as_json() for r in results]}
         _write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "github":
-        _write(github(results))
+        _write(github(results, strict))
     else:
-        _write(human(results, colour=use_colour()))
-    return 0 if all_valid else 1
+        _write(human(results, colour=use_colour(), strict=strict))
+    return 0 if ok else 1
 
 
-def human(results: list[Result], colour: bool = False) -> str:
+def passed(results: list[Result], strict: bool = False) -> bool:
+    """Every file is valid (and, with ``strict``, has no warning)."""
+    return all(r.valid and not (strict and r.warnings) for r in results)
+
+
+def human(results: list[Result], colour: bool = False, strict: bool = False) -> str:
     """``file:line: error: key: message`` lines, a mark per valid file, and a summary."""
 
     def paint(text: str, style: str) -> str:
@@ -54,12 +64,19 @@ def human(results: list[Result], colour: bool = False) -> str:
         errors += len(result.errors)
         warnings += len(result.warnings)
         if result.valid:
-            lines.append(f"{paint('✓', 'ok')} {result.path}")
-    lines.append(paint(summary(results, errors, warnings), "bad" if errors else "good"))
+            mark = paint("✗", "bad") if strict and result.warnings else paint("✓", "ok")
+            lines.append(f"{mark} {result.path}")
+    style = "good" if passed(results, strict) else "bad"
+    lines.append(paint(summary(results, errors, warnings, strict), style))
     return "\n".join(lines) + "\n"
 
 
-def summary(results: list[Result], errors: int | None = None, warnings: int | None = None) -> str:
+def summary(
+    results: list[Result],
+    errors: int | None = None,
+    warnings: int | None = None,
+    strict: bool = False,
+) -> str:
     if errors is None:
         errors = sum(len(r.errors) for r in results)
     if warnings is None:
@@ -68,6 +85,8 @@ def summary(results: list[Result], errors: int | None = None, warnings: int | No
     text = f"{_count(len(results), 'file')}: {len(results) - invalid} valid, {invalid} invalid"
     if errors or warnings:
         text += f" ({_count(errors, 'error')}, {_count(warnings, 'warning')})"
+    if strict and warnings:
+        text += "; --strict: warnings count as errors"
     return text
 
 
@@ -75,10 +94,10 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n != 1 else ''}"
 
 
-def github(results: list[Result]) -> str:
+def github(results: list[Result], strict: bool = False) -> str:
     """GitHub Actions workflow commands, so problems show up on the pull request's lines."""
     lines = [annotation(r.path, p) for r in results for p in r.problems]
-    lines.append(summary(results))
+    lines.append(summary(results, strict=strict))
     return "\n".join(lines) + "\n"
 
 

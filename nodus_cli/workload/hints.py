@@ -23,9 +23,36 @@ MODEL_AND_COUNT = (
     re.compile(r"^\s*(?P<count>\d{1,3})\s*[x×*]?\s*(?P<name>[A-Za-z][A-Za-z0-9 _.\-]*?)\s*$", re.I),
 )
 _SIZE_SPEC = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,12})?)\s*(gib|gb|g|mib|mb|tib|tb)?\s*$", re.I)
+_TPU = re.compile(
+    r"^\s*(?:google[\s_-]*)?(?:cloud[\s_-]*)?tpu\b|^\s*tpu[\s_-]*v?\d"
+    r"|^\s*v[2-7](?:e|p|lite|litepod|pod)?(?:-\d+)?\s*$",
+    re.I,
+)
+#: Words that are no model: "gpu", "any" ... (compared after gpus.normalize).
+GENERIC_GPU_WORDS = frozenset(
+    {"", "gpu", "gpus", "anygpu", "any", "auto", "default", "cuda", "nvidiagpu", "*", "true"}
+)
 _MACHINE_LIKE = re.compile(
     r"\d+xlarge|\.\d*x?large|standard|highgpu|megagpu|ultragpu|^[a-z]\d[a-z]*\.", re.I
 )
+
+_MOUNTS = 'mounts are "SOURCE:TARGET[:ro]" strings, e.g. mounts = ["./data:/data:ro"]'
+_OUTPUT_DIR = "output_dir names the folder that receives the work directory's contents after a run"
+_ONE_MACHINE = (
+    "nodus runs each stage on ONE machine (gpu_count counts the GPUs on it); multi-node jobs "
+    "are not supported. To run the command once per input, in parallel, use [map]"
+)
+_PARALLEL = (
+    "tasks run in parallel when the command fans out over inputs with [map]; its parallel "
+    "key caps how many run at once"
+)
+_SPOT = "spot instances are not supported: nodus ranks on-demand prices; remove it"
+_WORKDIR = (
+    "nodus has no working-directory key: the image's WORKDIR applies (set it in the image, "
+    "or cd in a command string); files shared between stages go to $NODUS_WORK_DIR"
+)
+_IDLE = "not supported: a run ends when its command ends; remove it"
+_RETRIES = "retries are an option of the run, not a key of the file: nodus run --retries N"
 
 FOREIGN_KEYS: dict[str, tuple[str, str]] = {
     "gpu_type": ("gpu", "the GPU model is `gpu`"),
@@ -66,7 +93,6 @@ FOREIGN_KEYS: dict[str, tuple[str, str]] = {
     "platform": ("arch", 'the CPU architecture is `arch` ("x86_64" or "arm64")'),
     "run": ("command", "what to run is `command`"),
     "cmd": ("command", "what to run is `command`"),
-    "entrypoint": ("command", "what to run is `command`"),
     "args": ("command", "what to run is `command`"),
     "environment": ("env", "environment variables are the table `env`"),
     "envs": ("env", "environment variables are the table `env`"),
@@ -75,6 +101,54 @@ FOREIGN_KEYS: dict[str, tuple[str, str]] = {
     "container_image": ("image", "the container image is `image`"),
     "steps": ("stages", "steps are written as [[stages]] tables"),
     "jobs": ("stages", "steps are written as [[stages]] tables"),
+    "resources": ("requirements", "what the workload needs (cpu, memory_gb, gpu ...) goes there"),
+    "file_mounts": ("mounts", _MOUNTS),
+    "volumes": ("mounts", _MOUNTS),
+    "outputs": ("output_dir", _OUTPUT_DIR),
+    "output": ("output_dir", _OUTPUT_DIR),
+    "concurrency": ("map", _PARALLEL),
+    "parallelism": ("map", _PARALLEL),
+    "replicas": (
+        "map",
+        "to run the command several times, list its inputs as [map] items: each item runs "
+        "as its own task (NODUS_ITEM tells it which)",
+    ),
+}
+
+#: Keys of other tools for which nodus has no equivalent: what to do instead.
+UNSUPPORTED_KEYS: dict[str, str] = {
+    "setup": (
+        "nodus has no setup step: build it into the image, or run it as a first [[stages]] "
+        "step (stages share $NODUS_WORK_DIR)"
+    ),
+    "num_nodes": _ONE_MACHINE,
+    "nodes": _ONE_MACHINE,
+    "use_spot": _SPOT,
+    "spot": _SPOT,
+    "workdir": _WORKDIR,
+    "working_dir": _WORKDIR,
+    "idle_duration": _IDLE,
+    "idle_timeout": _IDLE,
+    "retry": _RETRIES,
+    "retries": _RETRIES,
+    "max_retries": _RETRIES,
+}
+
+#: Other names for the keys of a [map] table.
+MAP_FOREIGN_KEYS: dict[str, str] = {
+    "item": "items",
+    "inputs": "items",
+    "input": "items",
+    "values": "items",
+    "file": "over",
+    "from": "over",
+    "path": "over",
+    "items_file": "over",
+    "concurrency": "parallel",
+    "max_parallel": "parallel",
+    "max_concurrency": "parallel",
+    "parallelism": "parallel",
+    "workers": "parallel",
 }
 
 
@@ -96,6 +170,26 @@ def _machines() -> dict[str, list[tuple[str, str | None, int, float]]]:
     for configs in found.values():
         configs.sort(key=lambda c: (c[0], c[1] or "", c[2], c[3]))
     return found
+
+
+def tpu_message(raw: str) -> str | None:
+    """``tpu-v4-8``, ``"TPU v5e"``, ``v5litepod-8``: Google TPUs, which nodus does not run."""
+    if len(raw) > MAX_NAME or _TPU.search(raw) is None:
+        return None
+    return (
+        f'"{raw}" names a TPU: TPUs are not supported: nodus runs NVIDIA GPUs; write a GPU '
+        'model, e.g. gpu = "H100" (`nodus gpus` lists them)'
+    )
+
+
+def generic_gpu_message(raw: str) -> str | None:
+    """``"gpu"``, ``"any"``: a word, not a model."""
+    if gpus.normalize(raw) not in GENERIC_GPU_WORDS:
+        return None
+    return (
+        f'"{raw}" is not a GPU model: write a model, e.g. gpu = "H100" (`nodus gpus` lists '
+        "them), or omit gpu to accept any model"
+    )
 
 
 def machine_message(raw: str) -> str | None:
@@ -174,6 +268,8 @@ def foreign_fix(key: str, value: Any) -> str:
         return f" (here: peak_memory_gb = {number})"
     if key in ("max_price", "price_limit"):
         return f" (here: max_price_per_hour = {number})"
+    if key in ("concurrency", "parallelism") and isinstance(value, int) and value >= 1:
+        return f" (here: parallel = {number})"
     return ""
 
 

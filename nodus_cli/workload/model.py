@@ -120,8 +120,10 @@ class Mount:
     source: str
     target: str
     read_only: bool = False
-    written: str = ""
-    where: str | None = None
+    #: Provenance, not meaning: two mounts of the same source, target and mode are equal
+    #: whatever file (or line) wrote them, so a workload written again compares equal.
+    written: str = field(default="", compare=False)
+    where: str | None = field(default=None, compare=False)
 
     @property
     def type(self) -> MountType:
@@ -178,8 +180,9 @@ class MapSpec:
     """Fan-out: the stage's command runs once per item, each in its own container."""
 
     items: tuple[str, ...]
-    #: The ``over`` file as written (None when the items were listed inline).
-    over: str | None = None
+    #: The ``over`` file as written (None when the items were listed inline); provenance,
+    #: not meaning: the items are what the file held when it was read.
+    over: str | None = field(default=None, compare=False)
     #: At most this many tasks at once (None: as many as capacity allows).
     parallel: int | None = None
 

@@ -1,31 +1,35 @@
 """The workload rules: raw TOML (or the Python API's arguments) to a normalized workload.
 
 Normalizing collects *all* problems of a document in one pass (a CI run should show every
-mistake at once) and never raises for bad input. The result is the plain data of
+mistake at once; past :data:`~nodus_cli.workload.runkeys.MAX_PROBLEMS` they are counted)
+and never raises for bad input. The result is the plain data of
 :mod:`nodus_cli.workload.model`; the hints for what users of other tools write live in
-:mod:`nodus_cli.workload.hints`.
+:mod:`nodus_cli.workload.hints`, the rules of what a container runs and reaches (command,
+entrypoint, env, mounts, ports, [map], output_dir) in :mod:`nodus_cli.workload.runkeys`.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from nodus_cli import gpus
-from nodus_cli.problems import Problem, Severity
-from nodus_cli.tomlsource import Key, LineIndex, LoadFailure, display_key, parse, read_text
+from nodus_cli.tomlsource import Key, LineIndex, LoadFailure, parse, paused_gc, read_text
 from nodus_cli.workload.hints import (
     FOREIGN_KEYS,
+    MAP_FOREIGN_KEYS,
     MAX_NAME,
     MODEL_AND_COUNT,
+    UNSUPPORTED_KEYS,
     foreign_fix,
+    generic_gpu_message,
     machine_message,
+    tpu_message,
     unquote_fix,
 )
 from nodus_cli.workload.model import (
@@ -36,37 +40,46 @@ from nodus_cli.workload.model import (
     NESTED_ONLY,
     NOT_INHERITED,
     REQUIREMENT_KEYS,
-    RESERVED_ENV,
     STAGE_KEYS,
     TOP_LEVEL_KEYS,
-    TOP_LEVEL_ONLY,
     WHOLE_WORKLOAD,
     WORKLOAD_ONLY,
+    Mount,
+    Port,
     Requirements,
     Result,
     Stage,
     Workload,
 )
+from nodus_cli.workload.runkeys import MAP_KEYS, RunKeys, Where, clip, toml
 
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WHITESPACE = re.compile(r"\s")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _MAX_NUMBER = 2**63
 _GPU_EXAMPLE = 'gpu = "H100" (`nodus gpus` lists the models)'
-
-_Where = Literal["top", "requirements", "stage", "stage_requirements"]
+#: Docker's smallest CPU share (``--cpus``) and memory limit (6 MB).
+MIN_CPU = 0.01
+MIN_MEMORY_GB = 0.006
+#: Keys that are tables of their own, never written "above [requirements]".
+_TABLES = ("map", "env", "requirements", "stages")
+#: GPU requirements whose unused top-level value the stages warning describes as a GPU ask.
+_GPU_KEYS = ("gpu", "gpu_count", "peak_memory_gb", "share_gpu")
 
 
 def load_file(path: Path, display: str | None = None) -> Result:
     """Read, parse and normalize one workload file; relative paths in it (``mounts``,
-    ``map.over``, ``output_dir``) are relative to the file's folder."""
+    ``map.over``, ``output_dir``) are relative to the file's folder.
+
+    The default name is the file name without ``.toml`` (and without ``.nodus`` for a
+    ``train.nodus.toml``).
+    """
     shown = display if display is not None else str(path)
     try:
         text = read_text(path)
     except LoadFailure as failure:
         return Result(shown, None, [failure.problem])
-    return load_text(text, shown, default_name=path.stem, base_dir=path.resolve().parent)
+    name = path.stem.removesuffix(".nodus") if path.stem != ".nodus" else path.stem
+    return load_text(text, shown, default_name=name, base_dir=path.resolve().parent)
 
 
 def load_text(
@@ -75,6 +88,15 @@ def load_text(
     default_name: str = "workload",
     base_dir: Path | None = None,
 ) -> Result:
+    # A large document holds many containers (see tomlsource.paused_gc). The collector
+    # resumes once the parsed document and the line index are gone, so its first
+    # collection has little left to look at.
+    with paused_gc():
+        result = _load_text(text, path, default_name, base_dir)
+    return result
+
+
+def _load_text(text: str, path: str, default_name: str, base_dir: Path | None) -> Result:
     try:
         doc = parse(text)
     except LoadFailure as failure:
@@ -102,42 +124,24 @@ def normalize(
     normalizer = _Normalizer(lines, path, base_dir or Path.cwd(), mapping_wins)
     workload = normalizer.workload(doc, default_name)
     problems = sorted(normalizer.problems, key=lambda p: (p.line is None, p.line or 0))
+    left_out = normalizer.left_out()
+    if left_out is not None:
+        problems.append(left_out)
     has_errors = any(p.severity == "error" for p in problems)
     return Result(path, None if has_errors else workload, problems)
 
 
-class _Normalizer:
+class _Normalizer(RunKeys):
     def __init__(
         self, lines: LineIndex | None, path: str, base_dir: Path, mapping_wins: bool
     ) -> None:
-        self.lines = lines
-        self.path = path
-        self.base_dir = base_dir
+        super().__init__(lines, path, base_dir)
         self.mapping_wins = mapping_wins
-        self.problems: list[Problem] = []
 
     @property
     def table(self) -> gpus.GpuTable:
         """The GPU names, read (once per process) only when the workload names a GPU."""
         return gpus.table()
-
-    # -- reporting -----------------------------------------------------------------
-
-    def error(self, key: Key, message: str) -> None:
-        self._add(key, message, "error")
-
-    def warn(self, key: Key, message: str) -> None:
-        self._add(key, message, "warning")
-
-    def _add(self, key: Key, message: str, severity: Severity) -> None:
-        line = self.lines.line_of(key) if self.lines is not None else None
-        loc = _printable(display_key(key))
-        self.problems.append(Problem(loc, _printable(message), severity, line))
-
-    def _at_line(self, key: Key) -> str:
-        """`` (line 7)`` when the key's line is known, else nothing."""
-        line = self.lines.line_of(key) if self.lines is not None else None
-        return f" (line {line})" if line is not None else ""
 
     # -- the document --------------------------------------------------------------
 
@@ -155,22 +159,51 @@ class _Normalizer:
 
         name = self._string(doc, ("name",)) or default_name
         image = self._image(doc, ("image",))
-        command = self._command(doc, ("command",))
-        env = self._env(doc.get("env"), ("env",))
+        command, shell = self.command(doc, ("command",))
+        entrypoint = self.entrypoint(doc, ("entrypoint",))
+        if command is not None and shell and entrypoint is not None:
+            self.shell_and_entrypoint(command[2], ("command",), entrypoint, ("entrypoint",))
+        env = self.env(doc.get("env"), ("env",))
         model = self._string(doc, ("model",))
         budget = self._positive(doc, ("budget",), "USD for the whole run")
+        mounts = self.mounts(doc, ())
+        ports = self.ports(doc, ())
+        output_dir = self.output_dir(doc)
 
         reqs, optimization, _ = self._requirements(doc, nested_raw, ())
-        stages_raw = doc.get("stages")
         declared = "stages" in doc
+        base = _Base(image, command, shell, entrypoint, env, mounts, ports, reqs)
         if declared:
-            stages = self._stages(stages_raw, reqs, image, command, env)
+            if "map" in doc:
+                self.error(
+                    ("map",),
+                    "with [[stages]], [map] belongs in the stage that fans out: move it into "
+                    "that stage as [stages.map] (each stage runs its own command)",
+                )
+            stages = self._stages(doc.get("stages"), base)
             if stages:
                 self._unused_by_stages(doc, nested_raw)
         else:
             if image is None and "image" not in doc:
                 self.error(("image",), 'required: set image = "registry/name:tag" at the top level')
-            stages = [Stage("main", image or "", command, env, reqs)]
+            fan_out = self.map(doc["map"], ("map",)) if "map" in doc else None
+            published = self.distinct_ports([], ports)
+            if fan_out is not None and published:
+                self.error(("ports",), _PORTS_WITH_MAP)
+            stages = [
+                Stage(
+                    "main",
+                    image or "",
+                    command,
+                    env,
+                    reqs,
+                    entrypoint=entrypoint,
+                    mounts=self.distinct_mounts([], mounts),
+                    ports=published,
+                    map=fan_out,
+                    shell=shell,
+                )
+            ]
         return Workload(
             name=name,
             image=image,
@@ -182,53 +215,76 @@ class _Normalizer:
             stages=stages,
             optimization=optimization,
             declared_stages=declared,
+            output_dir=output_dir,
         )
 
     def _unused_by_stages(self, doc: dict[str, Any], nested: dict[str, Any]) -> None:
-        """Workload-level GPU and memory requirements reach no stage: say so."""
+        """Workload-level GPU and memory requirements reach no stage: say so, with the fix."""
         for key in NOT_INHERITED:
             path: Key | None = None
             if key in doc and key in FLAT_SHORTCUTS:
-                path = (key,)
+                path, raw, here = (key,), doc[key], "at the top level"
             elif key in nested:
-                path = ("requirements", key)
+                path, raw, here = ("requirements", key), nested[key], "in [requirements]"
             if path is None:
                 continue
+            line = f"{key} = {toml(raw)}"
+            if key in _GPU_KEYS:
+                own = "each stage asks for its own GPU"
+                where = "as a stage key or in [stages.requirements]"
+            else:
+                own = f"each stage sets its own {key}"
+                where = "in [stages.requirements]"
             self.warn(
                 path,
-                "applies to no stage: stages never inherit GPU requirements or memory_gb; "
-                "move it into [stages.requirements] of the stages that need it",
+                f"{line} {here} reaches no stage: with [[stages]], {own}; add {line} to the "
+                f"stages that need it ({where}) or remove it here",
             )
 
     def _check_keys(
-        self, table: dict[str, Any], prefix: Key, allowed: tuple[str, ...], where: _Where
+        self, table: dict[str, Any], prefix: Key, allowed: tuple[str, ...], where: Where
     ) -> None:
         nested = where in ("requirements", "stage_requirements")
-        home = "[stages.requirements]" if where.startswith("stage") else "[requirements]"
+        in_stage = where.startswith("stage") or (where == "map" and prefix[:1] == ("stages",))
+        home = "[stages.requirements]" if in_stage else "[requirements]"
         for key in table:
             if key in allowed:
                 continue
+            if self.full:  # the rest is only counted: skip building the hints
+                self.hidden["error"] += 1
+                continue
             path = (*prefix, key)
             spelled = key.strip().lower().replace("-", "_").replace(" ", "_")
-            if not nested and key in NESTED_ONLY:
+            if where == "map":
+                self._unknown_map_key(table, path, key, spelled)
+            elif not nested and key in NESTED_ONLY:
                 self.error(path, f"`{key}` belongs in {home}: move it there")
-            elif where == "requirements" and key in TOP_LEVEL_ONLY:
+            elif where == "requirements" and key in TOP_LEVEL_KEYS and key not in allowed:
+                move = (
+                    f"write it as its own [{key}] table"
+                    if key in _TABLES
+                    else "move it above [requirements]"
+                )
                 self.error(
                     path,
-                    f"`{key}` belongs at the top level of the file, not in [requirements]: "
-                    "move it above [requirements]",
+                    f"`{key}` belongs at the top level of the file, not in [requirements]: {move}",
                 )
-            elif where.startswith("stage") and key in WORKLOAD_ONLY:
+            elif in_stage and key in WORKLOAD_ONLY:
                 self.error(
                     path,
                     f"`{key}` applies to the whole workload: set it at the top level of the "
                     "file, not in a stage",
                 )
-            elif where == "stage_requirements" and key in TOP_LEVEL_ONLY:
+            elif where == "stage_requirements" and key in STAGE_KEYS:
+                move = (
+                    f"write it as [stages.{key}] after this stage's keys"
+                    if key in _TABLES
+                    else "move it above [stages.requirements]"
+                )
                 self.error(
                     path,
                     f"`{key}` belongs in the [[stages]] table itself, not in "
-                    "[stages.requirements]: move it above [stages.requirements]",
+                    f"[stages.requirements]: {move}",
                 )
             elif spelled != key and spelled in allowed + (() if nested else NESTED_ONLY):
                 where_to = f" in {home}" if spelled not in allowed else ""
@@ -237,11 +293,27 @@ class _Normalizer:
                     f"unknown key; did you mean `{spelled}`{where_to}? Keys are lowercase "
                     "with underscores",
                 )
+            elif spelled in UNSUPPORTED_KEYS:
+                fix = ""
+                if spelled in ("retry", "retries", "max_retries"):
+                    number = table[key]
+                    if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
+                        fix = f" (here: nodus run --retries {number})" if number < 100 else ""
+                self.error(path, f"unknown key: {UNSUPPORTED_KEYS[spelled]}{fix}")
             elif spelled in FOREIGN_KEYS:
                 target, why = FOREIGN_KEYS[spelled]
-                where_to = f" in {home}" if not nested and target in NESTED_ONLY else ""
+                shown = f"`{target}`"
+                where_to = ""
+                if target == "requirements":
+                    shown = home
+                elif target == "map":
+                    shown = "[stages.map]" if in_stage else "[map]"
+                elif not nested and target in NESTED_ONLY:
+                    where_to = f" in {home}"
+                elif in_stage and target in WORKLOAD_ONLY:
+                    where_to = " at the top level of the file"
                 fix = foreign_fix(spelled, table[key])
-                self.error(path, f"unknown key; did you mean `{target}`{where_to}? {why}{fix}")
+                self.error(path, f"unknown key; did you mean {shown}{where_to}? {why}{fix}")
             else:
                 pool = list(allowed) + ([] if nested else list(NESTED_ONLY))
                 close = (
@@ -255,6 +327,24 @@ class _Normalizer:
                     hint = f"; did you mean `{close[0]}`{where_to}?"
                 valid = ", ".join(allowed)
                 self.error(path, f"unknown key{hint} (allowed here: {valid})")
+
+    def _unknown_map_key(self, table: dict[str, Any], path: Key, key: str, spelled: str) -> None:
+        if spelled in MAP_KEYS:
+            self.error(
+                path, f"unknown key; did you mean `{spelled}`? Keys are lowercase with underscores"
+            )
+            return
+        target = MAP_FOREIGN_KEYS.get(spelled)
+        if target is None and len(key) <= MAX_NAME:
+            close = difflib.get_close_matches(spelled, MAP_KEYS, n=1, cutoff=0.6)
+            target = close[0] if close else None
+        what = {
+            "items": "the inputs, one task each",
+            "over": "a file of inputs, one per line",
+            "parallel": "at most this many tasks at once",
+        }
+        hint = f"; did you mean `{target}` ({what[target]})?" if target else ""
+        self.error(path, f"unknown key{hint} (allowed here: {', '.join(MAP_KEYS)})")
 
     # -- requirements ----------------------------------------------------------------
 
@@ -300,9 +390,13 @@ class _Normalizer:
         if "optimization" in values:
             raw, key = values["optimization"]
             self._optimization(raw, key, nested_form="requirements" in key)
+        share = self._share_gpu(*values["share_gpu"]) if "share_gpu" in values else False
         gpu_given = "gpu" in values or "gpu_count" in values or "peak_memory_gb" in values
         if gpu_given and "gpu_count" not in values:
             count = 1  # SPEC 2.1: omitted with a GPU requested means one
+        if share:
+            self._shared(values, count)
+            count = 1
         if gpu is not None and peak is not None:
             family = self.table.lookup(gpu)
             if family is not None and family.memory_gb and peak > family.max_memory_gb:
@@ -314,7 +408,21 @@ class _Normalizer:
                 )
 
         cpu = self._quantity(values.get("cpu"), "CPUs")
+        if cpu is not None and 0 < cpu < MIN_CPU:
+            self.error(
+                values["cpu"][1],
+                f"{cpu:g} is below {MIN_CPU:g} CPU, the smallest CPU share Docker accepts: write "
+                f"cpu = {MIN_CPU:g} or more (0 or omitted: 1 CPU)",
+            )
+            cpu = None
         memory = self._quantity(values.get("memory_gb"), "GB")
+        if memory is not None and 0 < memory < MIN_MEMORY_GB:
+            self.error(
+                values["memory_gb"][1],
+                f"{memory:g} GB is below Docker's smallest memory limit, 6 MB: write "
+                f"memory_gb = {MIN_MEMORY_GB:g} or more (0 or omitted: 2 GiB per CPU)",
+            )
+            memory = None
         disk = self._quantity(values.get("disk_gb"), "GB")
         location = self._location(*values["location"]) if "location" in values else None
         max_price = None
@@ -333,9 +441,41 @@ class _Normalizer:
             location=location,
             max_price_per_hour=max_price,
             arch=arch,
+            share_gpu=share,
         )
         # Zero or omitted cpu/disk mean "not set", which stages need to know to inherit.
         return reqs, optimization, (bool(cpu), bool(disk))
+
+    def _share_gpu(self, raw: Any, key: Key) -> bool:
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+            self.error(
+                key,
+                f"must be true or false without quotes: write share_gpu = {raw.strip().lower()}",
+            )
+        else:
+            self.error(key, f"must be true or false, e.g. share_gpu = true, not {toml(raw)}")
+        return False
+
+    def _shared(self, values: dict[str, tuple[Any, Key]], count: int) -> None:
+        """``share_gpu = true``: one GPU, shared by tasks sized by ``peak_memory_gb``."""
+        key = values["share_gpu"][1]
+        if "gpu_count" in values and count not in (0, 1):
+            self.error(
+                values["gpu_count"][1],
+                f"share_gpu = true shares ONE GPU between tasks, not {count}: write "
+                "gpu_count = 1 or omit it (without share_gpu, each task gets its own "
+                f"{count} GPUs)",
+            )
+        if "peak_memory_gb" not in values:
+            self.error(
+                key,
+                "share_gpu = true needs peak_memory_gb, the GPU memory each task uses: a GPU of "
+                "D GB runs at most floor(D / peak_memory_gb) tasks at once, so nodus needs each "
+                "task's memory to know how many fit (four tasks of 20 GB on a 24 GB card would "
+                "run out of memory); add peak_memory_gb = <GB each task needs>",
+            )
 
     def _gpu(self, raw: Any, key: Key) -> str | None:
         if not isinstance(raw, str):
@@ -353,9 +493,11 @@ class _Normalizer:
         if family is not None:
             return family.name
         message = (
-            self._variant_message(raw)
+            generic_gpu_message(raw)
+            or self._variant_message(raw)
             or self._count_message(raw)
             or self._supplier_message(raw)
+            or tpu_message(raw)
             or machine_message(raw)
             or self._unknown_gpu_message(raw)
         )
@@ -367,6 +509,13 @@ class _Normalizer:
         if variant is None:
             return None
         fam = variant.family.name
+        if variant.superchip_memory_gb is not None and variant.memory_gb is not None:
+            return (
+                f'"{raw}" names a {fam} superchip by a memory figure that counts its '
+                f"Grace CPU's memory ({variant.superchip_memory_gb:g} GB), not a model: the "
+                f'GPU itself has {variant.memory_gb:g} GB; write gpu = "{fam}" with '
+                f"peak_memory_gb = {variant.memory_gb:g}"
+            )
         if variant.memory_gb is not None:
             what = "a form factor and memory variant" if variant.form_factor else "a memory variant"
             return (
@@ -414,7 +563,7 @@ class _Normalizer:
 
     def _gpu_count(self, raw: Any, key: Key) -> int:
         if isinstance(raw, bool):
-            self.error(key, f"must be a whole number: 1, 2, 4 or 8, not {_toml(raw)}")
+            self.error(key, f"must be a whole number: 1, 2, 4 or 8, not {toml(raw)}")
             return 0
         if isinstance(raw, str):
             fix = (
@@ -428,6 +577,15 @@ class _Normalizer:
         if isinstance(raw, float):
             if not math.isfinite(raw):
                 self.error(key, f"must be a whole number: 1, 2, 4 or 8, not {raw}")
+                return 0
+            if 0 < raw < 1:
+                self.error(
+                    key,
+                    f"{raw:g} of a GPU cannot be requested as a count: to let tasks share one "
+                    "GPU, write share_gpu = true with peak_memory_gb = <memory each task needs> "
+                    "(and gpu_count = 1, or omit it); a GPU then runs as many tasks at once as "
+                    "its memory holds",
+                )
                 return 0
             if not raw.is_integer():
                 self.error(key, f"must be a whole number of GPUs (1, 2, 4 or 8), not {raw:g}")
@@ -492,7 +650,7 @@ class _Normalizer:
             )
             return
         allowed = ", ".join(LEGACY_OPTIMIZATION)
-        shown = f'"{raw}"' if isinstance(raw, str) else _toml(raw)
+        shown = f'"{raw}"' if isinstance(raw, str) else toml(raw)
         self.error(
             key,
             f"{shown} is not an accepted value; optimization is a legacy setting with no effect: "
@@ -511,7 +669,7 @@ class _Normalizer:
         if len(location) > MAX_NAME or not _known_location(location):
             self.warn(
                 key,
-                f'"{_clip(location)}" matches no region or area nodus knows, so no catalog '
+                f'"{clip(location)}" matches no region or area nodus knows, so no catalog '
                 'offer will match: use an area (us, eu, asia, ...) or a region such as "us-east-1"',
             )
         return location
@@ -541,7 +699,7 @@ class _Normalizer:
     def _number(self, raw: Any, key: Key, positive: bool, unit: str) -> float | None:
         name = key[-1]
         if isinstance(raw, bool):
-            self.error(key, f"must be a number ({unit}), not {_toml(raw)}")
+            self.error(key, f"must be a number ({unit}), not {toml(raw)}")
             return None
         if isinstance(raw, str):
             self.error(key, f"must be a number ({unit}) without quotes{unquote_fix(raw, key)}")
@@ -575,7 +733,7 @@ class _Normalizer:
             return None
         return self._number(doc[key[-1]], key, positive=True, unit=unit)
 
-    # -- strings, commands, env ----------------------------------------------------
+    # -- strings --------------------------------------------------------------------
 
     def _string(self, doc: dict[str, Any], key: Key) -> str | None:
         name = key[-1]
@@ -598,89 +756,15 @@ class _Normalizer:
         if image is not None and _WHITESPACE.search(image):
             self.error(
                 key,
-                f'"{_clip(image)}" is not an image reference: it contains whitespace; '
+                f'"{clip(image)}" is not an image reference: it contains whitespace; '
                 'write image = "registry/name:tag"',
             )
             return None
         return image
 
-    def _command(self, doc: dict[str, Any], key: Key) -> list[str] | None:
-        if "command" not in doc:
-            return None
-        raw = doc["command"]
-        empty = "must not be empty; omit it to run the image's own command"
-        if isinstance(raw, str):
-            if not raw.strip():
-                self.error(key, empty)
-                return None
-            if "\x00" in raw:
-                self.error(key, "must not contain a NUL character (\\u0000)")
-                return None
-            return ["/bin/sh", "-c", raw]
-        if isinstance(raw, list):
-            if not raw:
-                self.error(key, empty)
-                return None
-            ok = True
-            for index, arg in enumerate(raw):
-                if not isinstance(arg, str):
-                    self.error(
-                        (*key, index),
-                        f"every argument must be a string: write {_toml(arg, quoted=True)}",
-                    )
-                    ok = False
-                elif "\x00" in arg:
-                    self.error((*key, index), "must not contain a NUL character (\\u0000)")
-                    ok = False
-            return list(raw) if ok else None
-        self.error(
-            key,
-            'must be a list of strings, e.g. ["python", "train.py"], or one string run by '
-            "/bin/sh -c",
-        )
-        return None
-
-    def _env(self, raw: Any, key: Key) -> dict[str, str]:
-        if raw is None:
-            return {}
-        if not isinstance(raw, dict):
-            self.error(key, 'must be a table, e.g. env = { HF_HOME = "/cache" }')
-            return {}
-        env: dict[str, str] = {}
-        for name, value in raw.items():
-            path = (*key, name)
-            if not _ENV_NAME.match(name):
-                self.error(
-                    path,
-                    "is not a valid environment variable name: use letters, digits and _, "
-                    "not starting with a digit",
-                )
-                continue
-            if name in RESERVED_ENV:
-                self.error(path, f"{name} is set by nodus for every stage; choose another name")
-                continue
-            if isinstance(value, bool) or not isinstance(value, str | int | float):
-                self.error(path, f"must be a string: write {name} = {_toml(value, quoted=True)}")
-                continue
-            if isinstance(value, float) and not math.isfinite(value):
-                self.error(path, f'must be a string: write {name} = "{value}"')
-                continue
-            if isinstance(value, str) and "\x00" in value:
-                self.error(path, "must not contain a NUL character (\\u0000)")
-                continue
-            env[name] = value if isinstance(value, str) else str(value)
-        return env
-
     # -- stages --------------------------------------------------------------------
 
-    def _stages(
-        self,
-        raw: Any,
-        base: Requirements,
-        image: str | None,
-        command: list[str] | None,
-        env: dict[str, str],
-    ) -> list[Stage]:
+    def _stages(self, raw: Any, base: _Base) -> list[Stage]:
         if not isinstance(raw, list) or not all(isinstance(s, dict) for s in raw):
             self.error(
                 ("stages",),
@@ -706,63 +790,150 @@ class _Normalizer:
             self._check_keys(
                 nested, (*prefix, "requirements"), REQUIREMENT_KEYS, where="stage_requirements"
             )
-            name = self._string(table, (*prefix, "name"))
-            if "name" not in table:
-                self.error(prefix, 'every stage needs a name: add name = "..." to this [[stages]]')
-            if name is not None:
-                if not _STAGE_NAME.match(name):
-                    self.error(
-                        (*prefix, "name"),
-                        f'"{_clip(name)}" is not a valid stage name: use letters, digits, ".", '
-                        '"_" or "-", starting with a letter or digit, at most 63 characters',
-                    )
-                elif name in seen:
-                    first = seen[name]
-                    self.error(
-                        (*prefix, "name"),
-                        f'"{name}" is already the name of stages[{first}]'
-                        f"{self._at_line(('stages', first, 'name'))}: stage names must be unique",
-                    )
-                else:
-                    seen[name] = index
+            name = self._stage_name(table, prefix, seen, index)
             stage_image = self._image(table, (*prefix, "image"))
             if stage_image is None and "image" not in table:
-                stage_image = image
-                if image is None:
+                stage_image = base.image
+                if base.image is None:
                     self.error(
                         (*prefix, "image"),
                         'no image: set image = "registry/name:tag" at the top level or in '
                         "this stage",
                     )
-            stage_command = self._command(table, (*prefix, "command"))
-            stage_env = {**env, **self._env(table.get("env"), (*prefix, "env"))}
+            command, shell, entrypoint = self._stage_command(table, prefix, base)
+            stage_env = {**base.env, **self.env(table.get("env"), (*prefix, "env"))}
             own, _, (cpu_set, disk_set) = self._requirements(table, nested, prefix)
             for key in WHOLE_WORKLOAD:
-                mine, theirs = getattr(own, key), getattr(base, key)
+                mine, theirs = getattr(own, key), getattr(base.requirements, key)
                 if mine is not None and theirs is not None and mine != theirs:
                     self.error(
                         (*prefix, "requirements", key),
-                        f"the whole workload has {key} = {_toml(theirs)}, which applies to every "
+                        f"the whole workload has {key} = {toml(theirs)}, which applies to every "
                         f"stage: remove {key} here or change it at the top level",
                     )
+            whole = base.requirements
             effective = replace(
                 own,
-                cpu=own.cpu if cpu_set else base.cpu,
-                disk_gb=own.disk_gb if disk_set else base.disk_gb,
-                location=base.location or own.location,
-                max_price_per_hour=base.max_price_per_hour or own.max_price_per_hour,
-                arch=base.arch or own.arch,
+                cpu=own.cpu if cpu_set else whole.cpu,
+                disk_gb=own.disk_gb if disk_set else whole.disk_gb,
+                location=whole.location or own.location,
+                max_price_per_hour=whole.max_price_per_hour or own.max_price_per_hour,
+                arch=whole.arch or own.arch,
             )
+            mounts = self.distinct_mounts(base.mounts, self.mounts(table, prefix))
+            own_ports = self.ports(table, prefix)
+            ports = self.distinct_ports(base.ports, own_ports)
+            fan_out = self.map(table["map"], (*prefix, "map")) if "map" in table else None
+            if fan_out is not None and ports:
+                if own_ports:
+                    self.error((*prefix, "ports"), _PORTS_WITH_MAP)
+                else:
+                    self.error(
+                        (*prefix, "map"),
+                        f"this stage takes the workload's ports{self._at_line(('ports',))}, but "
+                        f"{_PORTS_WITH_MAP_WHY}: move ports into the stages that serve them",
+                    )
             stages.append(
                 Stage(
                     name or f"stage-{index}",
                     stage_image or "",
-                    stage_command if stage_command is not None else command,
+                    command,
                     stage_env,
                     effective,
+                    entrypoint=entrypoint,
+                    mounts=mounts,
+                    ports=ports,
+                    map=fan_out,
+                    shell=shell,
                 )
             )
         return stages
+
+    def _stage_name(
+        self, table: dict[str, Any], prefix: Key, seen: dict[str, int], index: int
+    ) -> str | None:
+        name = self._string(table, (*prefix, "name"))
+        if "name" not in table:
+            self.error(prefix, 'every stage needs a name: add name = "..." to this [[stages]]')
+        if name is None:
+            return None
+        if not _STAGE_NAME.match(name):
+            self.error(
+                (*prefix, "name"),
+                f'"{clip(name)}" is not a valid stage name: use letters, digits, ".", '
+                '"_" or "-", starting with a letter or digit, at most 63 characters',
+            )
+        elif name in seen:
+            first = seen[name]
+            self.error(
+                (*prefix, "name"),
+                f'"{name}" is already the name of stages[{first}]'
+                f"{self._at_line(('stages', first, 'name'))}: stage names must be unique",
+            )
+        else:
+            seen[name] = index
+        return name
+
+    def _stage_command(
+        self, table: dict[str, Any], prefix: Key, base: _Base
+    ) -> tuple[list[str] | None, bool, list[str] | None]:
+        """The stage's command, shell flag and entrypoint, each inherited when omitted."""
+        command_key: Key = ("command",)
+        command, shell = base.command, base.shell
+        if "command" in table:
+            command_key = (*prefix, "command")
+            command, shell = self.command(table, command_key)
+        entrypoint_key: Key = ("entrypoint",)
+        entrypoint = base.entrypoint
+        if "entrypoint" in table:
+            entrypoint_key = (*prefix, "entrypoint")
+            entrypoint = self.entrypoint(table, entrypoint_key)
+        own = "command" in table or "entrypoint" in table  # else the top level said it
+        if own and command is not None and shell and entrypoint is not None:
+            self.shell_and_entrypoint(command[2], command_key, entrypoint, entrypoint_key)
+        return command, shell, entrypoint
+
+
+class _Base:
+    """What stages take from the top level of the file."""
+
+    __slots__ = (
+        "command",
+        "entrypoint",
+        "env",
+        "image",
+        "mounts",
+        "ports",
+        "requirements",
+        "shell",
+    )
+
+    def __init__(
+        self,
+        image: str | None,
+        command: list[str] | None,
+        shell: bool,
+        entrypoint: list[str] | None,
+        env: dict[str, str],
+        mounts: list[tuple[Mount, Key]],
+        ports: list[tuple[Port, Key]],
+        requirements: Requirements,
+    ) -> None:
+        self.image = image
+        self.command = command
+        self.shell = shell
+        self.entrypoint = entrypoint
+        self.env = env
+        self.mounts = mounts
+        self.ports = ports
+        self.requirements = requirements
+
+
+_PORTS_WITH_MAP_WHY = (
+    "a stage with [map] cannot publish ports: its tasks run at once and every one would "
+    "need the same host port"
+)
+_PORTS_WITH_MAP = f"{_PORTS_WITH_MAP_WHY}; publish ports from a stage without [map]"
 
 
 @cache
@@ -773,29 +944,3 @@ def _known_location(location: str) -> bool:
         return locations.is_known(location)
     except Exception:  # a broken installation must not break validation
         return True
-
-
-def _toml(value: Any, quoted: bool = False) -> str:
-    """A value as it would be written in TOML (``quoted``: as a string)."""
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, float):
-        text = f"{value:g}" if math.isfinite(value) else str(value)
-    elif isinstance(value, int | str):
-        text = str(value)
-    else:
-        return '"..."'
-    if quoted or isinstance(value, str):
-        return json.dumps(_clip(text), ensure_ascii=False)
-    return text
-
-
-def _printable(text: str) -> str:
-    """One line of text: control characters from the file are shown escaped."""
-    if _CONTROL.search(text) is None:
-        return text
-    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
-
-
-def _clip(text: str, limit: int = MAX_NAME) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
