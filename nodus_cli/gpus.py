@@ -168,6 +168,14 @@ class GpuTable:
         family = self._by_key.get(key)
         if family is not None and (memory is not None or form is not None):
             yield family, memory, form
+        known = self._variants.get(key) if family is None else None
+        if known is not None and (memory is not None or form is not None):
+            # "Tesla V100S" + "-PCIE-32GB": a variant spelling with more said after it
+            yield (
+                known.family,
+                memory if memory is not None else known.memory_gb,
+                form or (known.form_factor.lower() if known.form_factor else None),
+            )
         if depth == 0:
             return
         if form is None:
@@ -196,6 +204,10 @@ class GpuTable:
         if smi is not None:
             return smi, _memory_in(name)
         return None
+
+    def driver_name(self, product: str) -> GpuFamily | None:
+        """The family of exactly a product name ``nvidia-smi`` prints (no other reading)."""
+        return self._smi.get(normalize(product))
 
     def from_smi_name(self, product: str) -> GpuFamily | None:
         """The family of a product name as ``nvidia-smi`` prints it."""

@@ -5,6 +5,11 @@ schema; a test fails when it is stale. The schema describes the file's shape (ke
 types, allowed values); ``nodus validate`` remains the reference for the rules a schema
 cannot say (GPU names, flat-versus-nested duplicates, stage inheritance).
 
+Editors (Taplo, the Even Better TOML extension) find the schema from a ``#:schema`` line at
+the top of a workload file; a relative path there is relative to the workload file's own
+folder, so a file in ``workloads/`` of a repository that keeps the schema in ``schemas/``
+starts with ``#:schema ../schemas/workload.schema.json``.
+
 Only this module imports pydantic: ``nodus validate`` never pays for it.
 """
 

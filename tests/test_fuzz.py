@@ -168,3 +168,147 @@ def test_files_through_load_file_and_main(data: bytes) -> None:
     assert main(["validate", "--json", str(path)]) in (0, 1)
     assert main(["validate", str(path)]) in (0, 1)
     assert main(["validate", "--format", "github", str(path)]) in (0, 1)
+
+
+# -- the keys of fan-out, data, ports and entrypoints -------------------------------------------
+
+_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    min_size=1,
+    max_size=12,
+)
+_path_part = st.text(alphabet="abcXYZ09_-. ", min_size=1, max_size=6).filter(
+    lambda p: p.strip(" ") == p and p not in (".", "..")
+)
+_source = st.one_of(
+    st.builds(lambda p: f"/{p}", _path_part),
+    st.builds(lambda p: f"./{p}", _path_part),
+    st.builds(lambda p: f"../{p}/x", _path_part),
+    st.builds(lambda p: f"~/{p}", _path_part),
+    st.sampled_from(["cache", "hf-cache", "v.1", "A_b"]),
+)
+
+
+@st.composite
+def _mounts(draw: st.DrawFn, prefix: str) -> list[str]:
+    count = draw(st.integers(0, 3))
+    mode = st.sampled_from(["", ":ro", ":rw"])
+    return [f"{draw(_source)}:/{prefix}{i}/{draw(_path_part)}{draw(mode)}" for i in range(count)]
+
+
+@st.composite
+def _ports(draw: st.DrawFn, base: int) -> list[int | str]:
+    out: list[int | str] = []
+    for i in range(draw(st.integers(0, 3))):
+        host = base + i
+        form = draw(st.sampled_from(["int", "pair", "ip", "ipv6", "udp"]))
+        inside = draw(st.integers(1, 65535))
+        out.append(
+            {
+                "int": host,
+                "pair": f"{host}:{inside}",
+                "ip": f"127.0.0.1:{host}:{inside}",
+                "ipv6": f"[::1]:{host}:{inside}/tcp",
+                "udp": f"{host}:{inside}/udp",
+            }[form]
+        )
+    return out
+
+
+_env = st.dictionaries(
+    st.sampled_from(["A", "HF_HOME", "HF_TOKEN", "API_KEY", "X_1"]),
+    st.one_of(
+        _text.filter(lambda t: "$" not in t),
+        st.sampled_from(["${HF_TOKEN}", "${A:-x}", "$$5", "a${B}c", "${C:-}", ""]),
+    ),
+    max_size=3,
+)
+
+
+@st.composite
+def _run_keys(draw: st.DrawFn, prefix: str, port_base: int) -> dict[str, Any]:
+    table: dict[str, Any] = {}
+    fan_out = draw(st.booleans())
+    if draw(st.booleans()):
+        table["entrypoint"] = draw(st.lists(_text, max_size=3))
+        table["command"] = draw(st.lists(_text, min_size=1, max_size=3))
+    elif draw(st.booleans()):
+        table["command"] = draw(_text.filter(lambda t: t.strip()) | st.lists(_text, min_size=1))
+    mounts = draw(_mounts(prefix))
+    if mounts:
+        table["mounts"] = mounts
+    if not fan_out:
+        ports = draw(_ports(port_base))
+        if ports:
+            table["ports"] = ports
+    else:
+        spec: dict[str, Any] = {
+            "items": draw(st.lists(_text | st.integers(0, 10**6), min_size=1, max_size=5))
+        }
+        if draw(st.booleans()):
+            spec["parallel"] = draw(st.integers(1, 1000))
+        table["map"] = spec
+    env = draw(_env)
+    if env:
+        table["env"] = env
+    if draw(st.booleans()):
+        table["share_gpu"] = True
+        table["peak_memory_gb"] = draw(st.sampled_from([1, 8, 20.5]))
+    return table
+
+
+@st.composite
+def _valid_workloads(draw: st.DrawFn) -> dict[str, Any]:
+    doc: dict[str, Any] = {"image": "img:1"}
+    if draw(st.booleans()):
+        doc["output_dir"] = draw(st.sampled_from(["out", "/abs/out", "~/runs", "a/../b"]))
+    if not draw(st.booleans()):
+        doc.update(draw(_run_keys("top", 1000)))
+        return doc
+    # Stages: the top level holds only what every stage may take without a conflict.
+    top = draw(_run_keys("top", 1000))
+    for key in ("map", "share_gpu", "peak_memory_gb", "ports"):
+        top.pop(key, None)
+    if isinstance(top.get("command"), str):
+        top.pop("command")  # a stage's entrypoint would refuse an inherited string
+    doc.update(top)
+    doc["stages"] = []
+    for i in range(draw(st.integers(1, 3))):
+        stage = draw(_run_keys(f"s{i}", 2000 + 10 * i))
+        entrypoint = "entrypoint" in top or "entrypoint" in stage
+        if entrypoint and isinstance(stage.get("command"), str):
+            stage["command"] = [stage["command"]]
+        doc["stages"].append({"name": f"s{i}", **stage})
+    return doc
+
+
+@FAST
+@given(_valid_workloads())
+def test_workloads_with_every_new_key_are_valid_and_written_again(doc: dict[str, Any]) -> None:
+    text = tomli_w.dumps(doc)
+    result = load_text(text, "fuzz.toml", base_dir=_DIR)
+    assert result.valid, (text, result.problems)
+    assert_structured(result)  # to_toml, normalized again: the same workload
+    again = normalize(doc, base_dir=_DIR)  # the API's documents: the same rules
+    assert again.workload == result.workload
+
+
+_NEW_KEYS = ["mounts", "ports", "entrypoint", "map", "output_dir", "share_gpu"]
+
+
+@FAST
+@given(
+    st.fixed_dictionaries(
+        {"image": st.just("img:1")},
+        optional={
+            key: values | st.sampled_from(["a:/b", "8080:80", "/x", 0, True, ""])
+            for key in _NEW_KEYS
+        },
+    )
+)
+def test_arbitrary_values_of_the_new_keys(doc: dict[str, Any]) -> None:
+    text = dumps(doc)
+    if text is None:
+        return
+    assert_structured(load_text(text, "fuzz.toml", base_dir=_DIR))
+    assert_structured(normalize(doc, base_dir=_DIR))

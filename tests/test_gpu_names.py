@@ -257,3 +257,112 @@ def test_names_module_helpers() -> None:
     variant = table.variant("A100-80GB")
     assert variant is not None and (variant.family.name, variant.memory_gb) == ("A100", 80.0)
     assert table.variant("H100") is None
+
+
+# -- superchips, form factors, TPUs and words that are no model ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spelling", "figure", "gpu_memory"),
+    [
+        ("NVIDIA GH200 480GB", 480, 96),
+        ("GH200 480GB", 480, 96),
+        ("GH200-480GB", 480, 96),
+        ("NVIDIA GH200 120GB", 120, 96),
+        ("GH200 624GB", 624, 144),
+        ("nvidia gh200 624gb", 624, 144),
+    ],
+)
+def test_gh200_superchip_figures_are_not_gpu_memory(
+    spelling: str, figure: int, gpu_memory: int
+) -> None:
+    message = rejected(spelling)
+    assert message == (
+        f'"{spelling}" names a GH200 superchip by a memory figure that counts its Grace CPU\'s '
+        f"memory ({figure} GB), not a model: the GPU itself has {gpu_memory} GB; write "
+        f'gpu = "GH200" with peak_memory_gb = {gpu_memory}'
+    )
+    assert f"peak_memory_gb = {figure}" not in message
+
+
+def test_gh200_gpu_memory_spellings_stay_memory_variants() -> None:
+    assert rejected("GH200-144GB").endswith('write gpu = "GH200" with peak_memory_gb = 144')
+    assert rejected("GH200 96GB").endswith('write gpu = "GH200" with peak_memory_gb = 96')
+
+
+def test_the_catalog_reads_a_superchip_figure_as_the_gpu_memory() -> None:
+    found = gpus.table().resolve_supplier_spelling("GH200 480GB")
+    assert found is not None and (found[0].name, found[1]) == ("GH200", 96.0)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "Tesla V100-FHHL-16GB",
+        "Tesla V100-SXM2-16GB",
+        "Tesla V100-PCIE-16GB",
+        "V100-FHHL-16GB",
+        "Tesla V100S-PCIE-32GB",
+    ],
+)
+def test_v100_form_factor_siblings_get_the_same_hint(spelling: str) -> None:
+    message = rejected(spelling)
+    memory = 32 if "32GB" in spelling else 16
+    assert message == (
+        f'"{spelling}" names a form factor and memory variant, not a model: write gpu = "V100" '
+        f"with peak_memory_gb = {memory}"
+    )
+
+
+def test_every_driver_name_is_accepted_or_points_to_a_real_memory_size() -> None:
+    # What nvidia-smi prints is what users paste: never suggest a memory the GPU lacks.
+    table = gpus.table()
+    for family in table.families:
+        for name in family.smi_names:
+            result = gpu(name)
+            if result.valid:
+                continue
+            (problem,) = result.errors
+            suggested = [
+                float(word.rstrip(".,;"))
+                for word in problem.message.split("peak_memory_gb = ")[1:]
+                for word in [word.split()[0]]
+            ]
+            assert f'gpu = "{family.name}"' in problem.message, (name, problem.message)
+            for memory in suggested:
+                assert memory in family.memory_gb, (name, problem.message)
+
+
+@pytest.mark.parametrize(
+    "spelling", ["tpu-v4-8", "TPU v5e", "v5litepod-8", "tpu v3", "v4-8", "v5e", "Google TPU v6e"]
+)
+def test_tpus_are_not_supported(spelling: str) -> None:
+    message = rejected(spelling)
+    assert message == (
+        f'"{spelling}" names a TPU: TPUs are not supported: nodus runs NVIDIA GPUs; write a GPU '
+        'model, e.g. gpu = "H100" (`nodus gpus` lists them)'
+    )
+
+
+@pytest.mark.parametrize("spelling", ["gpu", "GPU", "Gpu", "gpus", "any", "nvidia", "NVIDIA GPU"])
+def test_words_that_are_no_model(spelling: str) -> None:
+    message = rejected(spelling)
+    assert message == (
+        f'"{spelling}" is not a GPU model: write a model, e.g. gpu = "H100" (`nodus gpus` lists '
+        "them), or omit gpu to accept any model"
+    )
+    assert "Laptop" not in message
+
+
+def test_v100_and_other_v_names_are_not_tpus() -> None:
+    assert accepted("V100") == "V100"
+    assert "TPU" not in rejected("V1000")
+    assert "TPU" not in rejected("V9")
+
+
+def test_a_driver_name_points_to_its_family() -> None:
+    name = "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"
+    assert rejected(name) == (
+        f'"{name}" is how nvidia-smi names the RTX PRO 6000, not a model name: write '
+        'gpu = "RTX PRO 6000" (and peak_memory_gb for the memory you need)'
+    )

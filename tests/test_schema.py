@@ -220,3 +220,33 @@ def test_every_example_conforms_to_the_schema() -> None:
         assert conforms(doc, root, root), f"{path.relative_to(REPO)} does not match the schema"
         result = load_file(path)
         assert result.valid, f"{path.relative_to(REPO)}: {result.errors}"
+
+
+def test_the_new_keys_are_described_for_editors() -> None:
+    doc = schema.schema()
+    top, defs = doc["properties"], doc["$defs"]
+    stage, reqs, fan_out = (
+        defs["Stage"]["properties"],
+        defs["Requirements"]["properties"],
+        defs["Map"],
+    )
+    for table in (top, stage):
+        assert "SOURCE:TARGET[:ro|:rw]" in table["mounts"]["description"]
+        assert '"8080:80"' in table["ports"]["description"]
+        assert "[] clears it" in table["entrypoint"]["description"]
+        assert "${NAME:-default}" in table["env"]["description"]
+        assert "items" in table["map"]["description"] and "over" in table["map"]["description"]
+        assert table["map"]["$ref"] == "#/$defs/Map"
+        assert "floor(D / peak_memory_gb)" in table["share_gpu"]["description"]
+    assert "$$ is a literal $" in top["env"]["description"]
+    assert "/bin/sh -c" in top["command"]["description"]
+    assert "RUN_ID" in top["output_dir"]["description"]
+    assert "output_dir" not in stage
+    assert "share_gpu" in reqs
+    assert fan_out["oneOf"] == [{"required": ["items"]}, {"required": ["over"]}]
+    assert fan_out["properties"]["items"]["maxItems"] == 100_000
+    assert fan_out["properties"]["parallel"]["minimum"] == 1
+
+
+def test_the_docstring_tells_how_editors_find_the_schema() -> None:
+    assert "#:schema ../schemas/workload.schema.json" in (schema.__doc__ or "")

@@ -425,3 +425,104 @@ def test_pre_commit_hook_definition() -> None:
     excluded += [name for name in NOT_WORKLOADS if name.endswith(".toml")]
     for path in excluded:
         assert exclude.search(path), path
+
+
+# -- --strict and --format json ------------------------------------------------------------------
+
+
+def test_strict_makes_warnings_fail(nodus: Nodus, tmp_workload: Writer) -> None:
+    warned = tmp_workload(WARNED, "warned.toml")
+    good = tmp_workload(GOOD, "good.toml")
+    relaxed = nodus("validate", warned, good)
+    assert relaxed.returncode == 0
+    done = nodus("validate", "--strict", warned, good)
+    assert done.returncode == 1, done.stdout
+    lines = done.stdout.splitlines()
+    assert f"{warned}:2: warning: optimization: " in done.stdout
+    assert f"✗ {warned}" in lines and f"✓ {good}" in lines
+    assert lines[-1] == (
+        "2 files: 2 valid, 0 invalid (0 errors, 1 warning); --strict: warnings count as errors"
+    )
+
+
+def test_strict_without_warnings_passes(nodus: Nodus, tmp_workload: Writer) -> None:
+    good = tmp_workload(GOOD, "good.toml")
+    done = nodus("validate", "--strict", good)
+    assert done.returncode == 0
+    assert done.stdout.splitlines()[-1] == "1 file: 1 valid, 0 invalid"
+    bad = tmp_workload(BAD, "bad.toml")
+    assert nodus("validate", "--strict", bad).returncode == 1
+
+
+def test_strict_json_and_github(nodus: Nodus, tmp_workload: Writer) -> None:
+    warned = tmp_workload(WARNED, "warned.toml")
+    done = nodus("validate", "--strict", "--json", warned)
+    assert done.returncode == 1
+    doc = json.loads(done.stdout)
+    assert doc["valid"] is False  # the verdict follows --strict ...
+    assert doc["files"][0]["valid"] is True  # ... the file itself is valid, with its workload
+    assert doc["files"][0]["workload"]["name"] == "warned"
+    relaxed = json.loads(nodus("validate", "--json", warned).stdout)
+    assert relaxed["valid"] is True
+    github_out = nodus("validate", "--strict", "--format", "github", warned)
+    assert github_out.returncode == 1
+    assert github_out.stdout.splitlines()[0].startswith(f"::warning file={warned},line=2,")
+    assert github_out.stdout.splitlines()[-1].endswith("; --strict: warnings count as errors")
+
+
+def test_format_json_is_json(nodus: Nodus, tmp_workload: Writer) -> None:
+    good = tmp_workload(GOOD, "good.toml")
+    by_format = nodus("validate", "--format", "json", good)
+    by_flag = nodus("validate", "--json", good)
+    assert by_format.returncode == by_flag.returncode == 0
+    assert by_format.stdout == by_flag.stdout
+    assert json.loads(by_format.stdout)["valid"] is True
+    # --json wins over another --format: one JSON document on stdout, as documented
+    both = nodus("validate", "--json", "--format", "github", good)
+    assert json.loads(both.stdout)["files"][0]["path"] == str(good)
+
+
+def test_help_lists_strict_and_the_formats(nodus: Nodus) -> None:
+    done = nodus("validate", "--help", env={"COLUMNS": "200"})
+    assert done.returncode == 0
+    assert "--strict" in done.stdout and "Warnings count as errors" in done.stdout
+    assert "json" in done.stdout and "github" in done.stdout
+
+
+def test_the_stage_warning_says_what_to_do(nodus: Nodus, tmp_workload: Writer) -> None:
+    path = tmp_workload('image = "i"\ngpu = "H100"\n[[stages]]\nname = "a"\n', "staged.toml")
+    done = nodus("validate", path)
+    assert done.returncode == 0
+    assert (
+        f'{path}:2: warning: gpu: gpu = "H100" at the top level reaches no stage: with '
+        '[[stages]], each stage asks for its own GPU; add gpu = "H100" to the stages that need '
+        "it (as a stage key or in [stages.requirements]) or remove it here"
+    ) in done.stdout.splitlines()
+    assert nodus("validate", "--strict", path).returncode == 1
+
+
+def test_new_keys_in_the_json_workload(nodus: Nodus, tmp_workload: Writer, tmp_path: Path) -> None:
+    path = tmp_workload(
+        'image = "i"\nentrypoint = ["python"]\ncommand = ["x.py"]\n'
+        'mounts = ["./data:/data:ro"]\noutput_dir = "out"\n[env]\nHF_TOKEN = "${HF_TOKEN}"\n'
+        '[map]\nitems = ["a", "b"]\nparallel = 2\n',
+        "keys.toml",
+    )
+    done = nodus("validate", "--json", path)
+    assert done.returncode == 0, done.stdout
+    workload = json.loads(done.stdout)["files"][0]["workload"]
+    assert "env" not in workload  # CI logs never echo the environment
+    assert workload["output_dir"] == str(tmp_path / "out")
+    stage = workload["stages"][0]
+    assert stage["entrypoint"] == ["python"] and stage["shell"] is False
+    assert stage["mounts"] == [
+        {
+            "source": str(tmp_path / "data"),
+            "target": "/data",
+            "read_only": True,
+            "type": "bind",
+            "written": "./data:/data:ro",
+            "where": f"{path}:4: mounts[0]",
+        }
+    ]
+    assert stage["map"] == {"items": ["a", "b"], "over": None, "parallel": 2}

@@ -498,6 +498,7 @@ class _Normalizer(RunKeys):
             or self._count_message(raw)
             or self._supplier_message(raw)
             or tpu_message(raw)
+            or self._driver_name_message(raw)
             or machine_message(raw)
             or self._unknown_gpu_message(raw)
         )
@@ -543,6 +544,15 @@ class _Normalizer(RunKeys):
                 f"gpu_count = {count}{note}"
             )
         return None
+
+    def _driver_name_message(self, raw: str) -> str | None:
+        family = self.table.driver_name(raw)
+        if family is None:
+            return None
+        return (
+            f'"{raw}" is how nvidia-smi names the {family.name}, not a model name: write '
+            f'gpu = "{family.name}" (and peak_memory_gb for the memory you need)'
+        )
 
     def _supplier_message(self, raw: str) -> str | None:
         if not self.table.is_supplier(raw):
