@@ -1,8 +1,9 @@
 """A request is not proof of use: sample the GPUs a stage holds while it runs.
 
-A background thread asks ``nvidia-smi`` for utilization and memory of the stage's GPUs
-(by UUID) every ``NODUS_GPU_SAMPLE_SECONDS`` (default 2 s) and keeps the peaks, so the
-summary can say which GPUs were used and warn about those that stayed idle.
+A background thread asks ``nvidia-smi`` for utilization and memory of the GPUs running
+tasks hold (by UUID) every ``NODUS_GPU_SAMPLE_SECONDS`` (default 2 s) and keeps each task's
+peaks, so the summary can say which GPUs were used and warn about those that stayed idle.
+One thread and one call per interval serve every task of the process.
 
 A GPU counts as used when its utilization went above 1 % in any sample, or when its
 memory in use rose by at least 256 MiB over what it held when the stage started.
@@ -15,6 +16,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,72 +84,142 @@ def interval_from_env() -> float:
 
 
 class Sampler:
-    """``with Sampler(uuids): ...`` samples in the background; a no-op without GPUs."""
+    """``with Sampler(uuids): ...`` samples in the background; a no-op without GPUs.
+
+    Every sampler of a process is served by one :class:`_Hub`: one ``nvidia-smi`` call per
+    interval covers the GPUs of every task running, however many there are (a fan-out
+    stage may run dozens of short tasks at once). A sampler that starts gets a reading
+    right away (its baseline) unless one was taken a moment ago.
+    """
 
     def __init__(self, uuids: tuple[str, ...], interval: float | None = None) -> None:
         self.peaks = {u: GpuPeak(u) for u in uuids}
         self.interval = interval or interval_from_env()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._smi = shutil.which("nvidia-smi") if uuids else None
+        self._lock = threading.Lock()
 
     def __enter__(self) -> Sampler:
         if self.peaks and self._smi:
-            self._thread = threading.Thread(
-                target=self._loop, name="nodus-gpu-sampler", daemon=True
-            )
-            self._thread.start()
+            _hub(self._smi, self.interval).add(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-            self._thread = None
-
-    def _loop(self) -> None:
-        self.sample()  # the first sample is the baseline of memory in use
-        while not self._stop.wait(self.interval):
-            self.sample()
+        if self.peaks and self._smi:
+            _hub(self._smi, self.interval).remove(self)
 
     def sample(self) -> None:
-        if self._smi is None:
-            return
-        try:
-            done = subprocess.run(
-                [
-                    self._smi,
-                    "--query-gpu=uuid,utilization.gpu,memory.used",
-                    "--format=csv,noheader,nounits",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=10,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except (OSError, subprocess.SubprocessError):
-            return
-        if done.returncode != 0:
-            return
-        for line in done.stdout.splitlines():
-            cells = [c.strip() for c in line.split(",")]
-            if len(cells) < 3 or cells[0] not in self.peaks:
-                continue
-            util, memory = _num(cells[1]), _num(cells[2])
-            if util is None and memory is None:
-                continue
-            peak = self.peaks[cells[0]]
-            peak.samples += 1
-            if util is not None:
-                peak.max_utilization = max(peak.max_utilization, util)
-            if memory is not None:
-                if peak.baseline_memory_mib is None:
-                    peak.baseline_memory_mib = memory
-                peak.max_memory_used_mib = max(peak.max_memory_used_mib, memory)
+        """Take one reading now, for this sampler alone."""
+        if self._smi is not None:
+            self.apply(_read(self._smi))
+
+    def apply(self, rows: list[tuple[str, float | None, float | None]]) -> None:
+        """Fold one reading (uuid, utilization %, memory used MiB) into the peaks."""
+        with self._lock:
+            for uuid, util, memory in rows:
+                peak = self.peaks.get(uuid)
+                if peak is None or (util is None and memory is None):
+                    continue
+                peak.samples += 1
+                if util is not None:
+                    peak.max_utilization = max(peak.max_utilization, util)
+                if memory is not None:
+                    if peak.baseline_memory_mib is None:
+                        peak.baseline_memory_mib = memory
+                    peak.max_memory_used_mib = max(peak.max_memory_used_mib, memory)
 
     def report(self) -> UsageReport:
-        return UsageReport(list(self.peaks.values()), available=self._smi is not None)
+        with self._lock:
+            return UsageReport(list(self.peaks.values()), available=self._smi is not None)
+
+
+#: A sampler that starts within this many seconds of the last reading shares it.
+_FRESH = 0.5
+
+
+class _Hub:
+    """One sampling thread for every sampler of the process (per nvidia-smi and interval)."""
+
+    def __init__(self, smi: str, interval: float) -> None:
+        self.smi = smi
+        self.interval = interval
+        self.samplers: set[Sampler] = set()
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.last = 0.0
+        self.latest: list[tuple[str, float | None, float | None]] = []
+
+    def add(self, sampler: Sampler) -> None:
+        with self.lock:
+            self.samplers.add(sampler)
+            if self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._loop, name="nodus-gpu-sampler", daemon=True
+                )
+                self.thread.start()
+        if time.monotonic() - self.last > _FRESH:
+            self.wake.set()  # a baseline now
+        elif self.latest:
+            sampler.apply(self.latest)
+
+    def remove(self, sampler: Sampler) -> None:
+        with self.lock:
+            self.samplers.discard(sampler)
+
+    def _loop(self) -> None:
+        idle = 0
+        while True:
+            self.wake.wait(self.interval)
+            self.wake.clear()
+            with self.lock:
+                serving = list(self.samplers)
+                if not serving:
+                    idle += 1
+                    if idle > 3:  # nobody to serve for a while: end (a new one restarts it)
+                        self.thread = None
+                        return
+                    continue
+            idle = 0
+            rows = _read(self.smi)
+            self.last = time.monotonic()
+            self.latest = rows
+            for sampler in serving:
+                sampler.apply(rows)
+
+
+_hubs: dict[tuple[str, float], _Hub] = {}
+_hubs_lock = threading.Lock()
+
+
+def _hub(smi: str, interval: float) -> _Hub:
+    with _hubs_lock:
+        hub = _hubs.get((smi, interval))
+        if hub is None:
+            hub = _hubs[(smi, interval)] = _Hub(smi, interval)
+        return hub
+
+
+def _read(smi: str) -> list[tuple[str, float | None, float | None]]:
+    """One ``nvidia-smi`` reading: (uuid, utilization %, memory used MiB) per GPU."""
+    try:
+        done = subprocess.run(
+            [smi, "--query-gpu=uuid,utilization.gpu,memory.used", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if done.returncode != 0:
+        return []
+    rows = []
+    for line in done.stdout.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) >= 3:
+            rows.append((cells[0], _num(cells[1]), _num(cells[2])))
+    return rows
 
 
 def _num(text: str) -> float | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodus_cli import targets
-from nodus_cli.errors import InvalidInput, NodusError
+from nodus_cli.errors import InvalidInput, NodusError, OverBudget
 from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runtime_lookup
 from nodus_cli.runner import Allowance, Outcome, Runner, Sink
 from nodus_cli.workload import Workload, from_json
@@ -82,8 +82,10 @@ def prepare(
     file: str | None = None,
     interactive: bool = False,
     host_env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
 ) -> Launch:
-    """Every check that can refuse the run, before anything is recorded or started."""
+    """Every check that can refuse the run, before anything is recorded or started
+    (``run_id``: the run is recorded already, a background supervisor checking again)."""
     env = resolved_env(workload, os.environ if host_env is None else host_env)
     target = targets.get(target_name, store, catalog)
     if hasattr(target, "interactive"):
@@ -97,7 +99,7 @@ def prepare(
         warnings.append(unpriced)
     from nodus_cli import limits
 
-    allowance = limits.check(store, workload, plan, preparation.price_per_hour)
+    allowance = limits.check(store, workload, plan, preparation.price_per_hour, run_id)
     return Launch(workload, target, plan, preparation, env, file, warnings, allowance)
 
 
@@ -207,17 +209,21 @@ def supervise(run_id: str, retries: int, catalog: str | None) -> int:
     store.claim(run_id, os.getpid())
     workload = from_json(record.workload_json)
     try:
-        launch = prepare(workload, record.target, store, catalog=catalog, file=record.file)
+        launch = prepare(
+            workload, record.target, store, catalog=catalog, file=record.file, run_id=run_id
+        )
         for warning in launch.warnings:
             store.log_writer(run_id).write(None, None, "nodus", f"warning: {warning}")
         _, outcome = execute(launch, store, retries=retries, record=record)
     except NodusError as exc:
-        # Refused before the first task (GPUs taken meanwhile, an image gone): record it.
+        # Refused before the first task (GPUs taken meanwhile, an image gone, a spending
+        # limit reached): record it.
         current = store.get(run_id)
         if current.status.active:
             log = store.log_writer(run_id)
             log.write(None, None, "nodus", f"error: {exc.message}")
             log.close()
-            store.finish_run(run_id, RunStatus.FAILED, exc.exit_code, current.cost, exc.message)
+            status = RunStatus.BUDGET_EXHAUSTED if isinstance(exc, OverBudget) else RunStatus.FAILED
+            store.finish_run(run_id, status, exc.exit_code, current.cost, exc.message)
         return exc.exit_code
     return outcome.exit_code

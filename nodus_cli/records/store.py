@@ -235,6 +235,8 @@ class SpendRow:
     started_at: str
     cost: float
     budget: float | None
+    #: The price per hour the run was recorded with (0: its target charges nothing).
+    price_per_hour: float = 0.0
 
 
 class RunStore:
@@ -730,14 +732,30 @@ class RunStore:
             return []
         with self._using() as db:
             rows = db.execute(
-                "SELECT id, workload, target, status, started_at, cost, budget FROM runs "
-                "WHERE started_at >= ? ORDER BY started_at",
+                "SELECT id, workload, target, status, started_at, cost, budget, price_per_hour "
+                "FROM runs WHERE started_at >= ? ORDER BY started_at, id",
                 (since,),
             ).fetchall()
         return [
-            SpendRow(r[0], r[1], r[2], RunStatus(r[3]), r[4], float(r[5] or 0.0), r[6])
+            SpendRow(
+                r[0], r[1], r[2], RunStatus(r[3]), r[4], float(r[5] or 0.0), r[6], float(r[7] or 0)
+            )
             for r in rows
         ]
+
+    def spent(self, since: str, until: str, exclude: str | None = None) -> float:
+        """The recorded cost (running runs: so far) of every run started in ``[since,
+        until)`` (ISO 8601), the run ``exclude`` left out: one cheap query, for a spending
+        limit checked while a run runs."""
+        if not self.exists:
+            return 0.0
+        with self._using() as db:
+            row = db.execute(
+                "SELECT COALESCE(SUM(cost), 0) FROM runs WHERE started_at >= ? "
+                "AND started_at < ? AND id != ?",
+                (since, until, exclude or ""),
+            ).fetchone()
+        return float(row[0] or 0.0)
 
     # -- files -----------------------------------------------------------------------
 

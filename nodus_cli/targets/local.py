@@ -104,6 +104,7 @@ class LocalTarget(Target):
         self._work: dict[str, Path] = {}
         self._containers: dict[str, str] = {}  # task key -> container id
         self._stopping: set[str] = set()
+        self._removals: list[threading.Thread] = []
         self._lock = threading.Lock()
 
     # -- planning ----------------------------------------------------------------------
@@ -330,8 +331,20 @@ class LocalTarget(Target):
             with self._lock:
                 self._containers.pop(task.key, None)
                 self._stopping.discard(task.key)
+            self._remove_later(cid)
+
+    def _remove_later(self, cid: str) -> None:
+        """Remove an ended container without holding up the next task (as ``docker run
+        --rm`` leaves it to the daemon); :meth:`cleanup` waits for these removals."""
+
+        def remove() -> None:
             with contextlib.suppress(engine.EngineFailure):
-                eng.remove(cid)
+                self.docker().remove(cid)
+
+        worker = threading.Thread(target=remove, name="nodus-remove", daemon=True)
+        worker.start()
+        with self._lock:
+            self._removals = [t for t in self._removals if t.is_alive()] + [worker]
 
     def _create(self, task: Task, ctx: TaskContext) -> tuple[ContainerSpec, str]:
         """Choose the GPUs and create the container, under the user's GPU lock."""
@@ -613,6 +626,10 @@ class LocalTarget(Target):
             raise TargetFailure(f"the Docker engine: {exc}") from None
 
     def _cleanup(self, run_id: str) -> Cleanup:
+        with self._lock:
+            pending, self._removals = self._removals, []
+        for worker in pending:
+            worker.join(timeout=30)
         eng = self.docker()
         removed: list[str] = []
         remaining: list[str] = []
