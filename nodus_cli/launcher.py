@@ -50,6 +50,27 @@ class Launch:
     file: str | None = None
     warnings: list[str] = field(default_factory=list)
     allowance: Allowance | None = None
+    #: Values taken from the host, and the template each stands for (masked in logs).
+    masks: dict[str, str] = field(default_factory=dict)
+
+
+#: Host values shorter than this are not masked in logs: "1" or "eu" would garble every
+#: line, and secrets are longer.
+MASK_MIN_LENGTH = 6
+
+
+def host_values(workload: Workload, host: Mapping[str, str]) -> dict[str, str]:
+    """Every value a ``${NAME}`` of the workload takes from ``host``: value -> ``${NAME}``."""
+    from nodus_cli.workload.environment import names
+
+    found: dict[str, str] = {}
+    for stage in workload.stages:
+        for value in stage.env.values():
+            for name in names(value):
+                taken = host.get(name)
+                if taken is not None and len(taken) >= MASK_MIN_LENGTH:
+                    found.setdefault(taken, f"${{{name}}}")
+    return found
 
 
 def resolved_env(workload: Workload, host: Mapping[str, str]) -> dict[str, dict[str, str]]:
@@ -86,7 +107,8 @@ def prepare(
 ) -> Launch:
     """Every check that can refuse the run, before anything is recorded or started
     (``run_id``: the run is recorded already, a background supervisor checking again)."""
-    env = resolved_env(workload, os.environ if host_env is None else host_env)
+    host = os.environ if host_env is None else host_env
+    env = resolved_env(workload, host)
     target = targets.get(target_name, store, catalog)
     if hasattr(target, "interactive"):
         target.interactive = interactive
@@ -100,7 +122,8 @@ def prepare(
     from nodus_cli import limits
 
     allowance = limits.check(store, workload, plan, preparation.price_per_hour, run_id)
-    return Launch(workload, target, plan, preparation, env, file, warnings, allowance)
+    masks = host_values(workload, host)
+    return Launch(workload, target, plan, preparation, env, file, warnings, allowance, masks)
 
 
 def _unpriced(plan: Plan) -> bool:
@@ -133,6 +156,7 @@ def execute(
         sink=sink,
         allowance=launch.allowance,
         copy_to=Path(output) if output else None,
+        masks=launch.masks,
     )
     try:
         return record, runner.execute()

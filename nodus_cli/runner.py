@@ -220,6 +220,7 @@ class Runner:
         sink: Sink | None = None,
         allowance: Allowance | None = None,
         copy_to: Path | None = None,
+        masks: Mapping[str, str] | None = None,
     ) -> None:
         self.target = target
         self.store = store
@@ -231,6 +232,8 @@ class Runner:
         self.sink: Sink = sink or NullSink()
         self.allowance = allowance
         self.copy_to = copy_to
+        # Values taken from the host never reach the log: each shows as its ${NAME}.
+        self.masks = sorted((masks or {}).items(), key=lambda m: -len(m[0]))
         self.events: queue.Queue[tuple[str, Task, Any]] = queue.Queue()
         self.cost = 0.0  # of ended tasks; running ones are added by cost_now()
         self.running: dict[str, _Running] = {}
@@ -247,15 +250,21 @@ class Runner:
 
     # -- output ----------------------------------------------------------------------
 
+    def _masked(self, text: str) -> str:
+        for value, template in self.masks:
+            if value in text:
+                text = text.replace(value, template)
+        return text
+
     def emit(self, stage: str, item: int | None, stream: Stream, text: str) -> None:
         with self._write:
-            self._log.write(stage, item, stream, text)
+            self._log.write(stage, item, stream, self._masked(text) if self.masks else text)
             with contextlib.suppress(OSError, ValueError):
                 self.sink.output(stage, item, stream, text)
 
     def say(self, message: str, stage: str | None = None, item: int | None = None) -> None:
         with self._write:
-            self._log.write(stage, item, "nodus", message)
+            self._log.write(stage, item, "nodus", self._masked(message) if self.masks else message)
             with contextlib.suppress(OSError, ValueError):
                 self.sink.status(message)
 
