@@ -3,6 +3,11 @@
 Every model family with its aliases, memory variants, the GPU counts on offer and the
 lowest price per GPU-hour (the whole machine's hourly price divided by its GPU count),
 and, for one model, its offers. Filters: supplier, location, GPU count.
+
+Both lists come cheapest first, because "what does this GPU cost" is the question they
+answer: models by their lowest price per GPU-hour (models with no offer last, in the GPU
+table's order), offers by price per GPU-hour, then whole-machine price, then supplier,
+region and machine (so equal prices always list in the same order).
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ from nodus_cli.errors import UsageError
 class Market:
     """The answer to one ``nodus gpus`` question."""
 
-    #: One summary per model family (or the one asked for).
+    #: One summary per model family (or the one asked for), cheapest first.
     summaries: list[dict[str, Any]]
-    #: The offers of the model asked for, ordered (empty without a name).
+    #: The offers of the model asked for, cheapest per GPU-hour first (empty without a name).
     offers: list[Offer]
     #: The memory variant asked for (``A100-80GB`` -> 80.0), if any.
     variant_memory_gb: float | None
@@ -57,6 +62,7 @@ def survey(
     filtered = bool(supplier or location or count)
     if family is None:
         rows = [summary(f, by_family.get(f.name, [])) for f in table.families]
+        rows.sort(key=_model_order)  # stable: equal prices keep the GPU table's order
         return Market(rows, [], None, warnings, filtered)
     chosen = [
         o for o in by_family.get(family.name, []) if memory is None or o.gpu_memory_gb == memory
@@ -69,8 +75,21 @@ def gpu_summaries(name: str | None = None, catalog_path: str | None = None) -> l
     return survey(name, catalog_path=catalog_path).summaries
 
 
+def _model_order(row: dict[str, Any]) -> tuple[bool, float]:
+    price = row["min_price_per_gpu_hour"]
+    return (price is None, price or 0.0)
+
+
 def _offer_order(o: Offer) -> tuple[Any, ...]:
-    return (o.supplier, o.region, o.gpu_count, o.price_per_hour, o.machine_id, o.gpu_memory_gb)
+    return (
+        per_gpu(o),
+        o.price_per_hour,
+        o.supplier,
+        o.region,
+        o.gpu_count,
+        o.machine_id,
+        o.gpu_memory_gb,
+    )
 
 
 def _filter_warnings(

@@ -1,7 +1,11 @@
 """Terminal output shared by the commands: one rich console, JSON on stdout, errors on stderr.
 
 rich is imported lazily so that ``--json`` paths and start-up stay cheap (an image pull
-shows its progress with it only on a terminal: :class:`PullDisplay`).
+shows its progress with it only on a terminal: :class:`PullDisplay`). The plain-text
+:class:`Writer` (``plan``, ``gpus``, ``runs``, ...) fits what it prints to the terminal's
+width (:func:`terminal_width`): prose wraps at word boundaries, tables drop their
+lower-priority columns and then clip long cells with "…". Where no width is known (a pipe,
+COLUMNS unset) nothing is wrapped or clipped, so scripts and greps see every value.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from functools import cache
@@ -87,18 +92,62 @@ def use_colour() -> bool:
         return False
 
 
-class Writer:
-    """Collects lines, painting them only when colour is on, and writes them at once."""
+#: The narrowest width fitting aims for: below it nothing readable fits anyway.
+MIN_WIDTH = 20
+#: A clipped cell keeps at least this many characters (or its header's width).
+MIN_CELL = 8
+_ELLIPSIS = "…"
 
-    def __init__(self, colour: bool | None = None) -> None:
+
+def terminal_width() -> int | None:
+    """The width human output must fit, or None for no limit.
+
+    COLUMNS when it is set (a test, a user's choice; :func:`shutil.get_terminal_size` reads
+    it first), else the terminal's width when stdout is one. When stdout is not a terminal
+    and COLUMNS is unset the answer is None: a pipe or a file gets every value in full, so
+    ``grep`` finds a machine ID that a terminal would show clipped.
+    """
+    columns = os.environ.get("COLUMNS", "").strip()
+    if not (columns.isdigit() and int(columns) > 0):
+        try:
+            if not sys.stdout.isatty():
+                return None
+        except (AttributeError, ValueError):
+            return None
+    return max(shutil.get_terminal_size().columns, MIN_WIDTH)
+
+
+class Writer:
+    """Collects lines, painting them only when colour is on, and writes them at once.
+
+    ``width`` is what every line must fit: the terminal's (:func:`terminal_width`) unless
+    given; ``wide=True`` lifts the limit (``--wide``: every column, in full). ``narrowed``
+    tells whether a table lost a column or clipped a cell to fit, so a command can say that
+    ``--wide`` shows everything.
+    """
+
+    def __init__(
+        self, colour: bool | None = None, *, wide: bool = False, width: int | None = None
+    ) -> None:
         self.colour = use_colour() if colour is None else colour
+        self.width: int | None = None if wide else (width or terminal_width())
         self.lines: list[str] = []
+        self.narrowed = False
 
     def paint(self, text: str, style: str) -> str:
         return f"{_STYLES[style]}{text}{_RESET}" if self.colour else text
 
-    def line(self, text: str = "") -> None:
-        self.lines.append(text)
+    def line(self, text: str = "", hang: str = "  ", keep: Sequence[str] = ()) -> None:
+        """A line of prose, wrapped at word boundaries to the width: continuation lines
+        take the line's own indent plus ``hang``, so a wrapped note still reads as one.
+        A phrase in ``keep`` (``" = "``: ``key = value``) is never broken."""
+        if self.width is None:
+            self.lines.append(text)
+            return
+        for physical in text.split("\n"):
+            for phrase in keep:  # its spaces become NULs, which wrap() does not break at
+                physical = physical.replace(phrase, phrase.replace(" ", "\0"))
+            self.lines.extend(x.replace("\0", " ") for x in wrap(physical, self.width, hang))
 
     def table(
         self,
@@ -106,31 +155,209 @@ class Writer:
         rows: Sequence[Sequence[str]],
         right: Sequence[int] = (),
         indent: str = "",
+        *,
+        drop: Sequence[int] = (),
+        clip: Sequence[int] = (),
     ) -> None:
         """Aligned columns; the ones in ``right`` are right-justified (numbers).
 
-        Cells may be painted: widths count the visible characters, not colour codes.
+        Cells may be painted: widths count the visible characters, not colour codes. When
+        the table is wider than ``width``, the columns in ``drop`` go first, in that order,
+        until it fits; then the columns in ``clip`` are shortened, the widest first, each
+        to no less than its header (or :data:`MIN_CELL`), their cells ending in "…".
+        Columns in neither list are never touched (an id to copy, a price): when only they
+        remain the table is as wide as they are.
         """
-        widths = [len(h) for h in headers]
+        widths = [display_width(h) for h in headers]
         for row in rows:
             for i, cell in enumerate(row):
-                widths[i] = max(widths[i], _visible_len(cell))
+                widths[i] = max(widths[i], display_width(cell))
+        shown = list(range(len(headers)))
+        if self.width is not None:
+            shown = self._fit(headers, widths, shown, len(indent), drop, clip)
 
         def fmt(cells: Sequence[str]) -> str:
             out = []
-            for i, c in enumerate(cells):
-                pad = " " * (widths[i] - _visible_len(c))
+            for i in shown:
+                c = cells[i]
+                if display_width(c) > widths[i]:
+                    c = clipped(c, widths[i])
+                pad = " " * (widths[i] - display_width(c))
                 out.append(pad + c if i in right else c + pad)
             return (indent + "  ".join(out)).rstrip()
 
-        self.line(self.paint(fmt(headers), "dim"))
+        self.lines.append(self.paint(fmt(headers), "dim"))
         for row in rows:
-            self.line(fmt(row))
+            self.lines.append(fmt(row))
+
+    def _fit(
+        self,
+        headers: Sequence[str],
+        widths: list[int],
+        shown: list[int],
+        indent: int,
+        drop: Sequence[int],
+        clip: Sequence[int],
+    ) -> list[int]:
+        """The columns kept, with ``widths`` lowered in place where cells are clipped."""
+        assert self.width is not None
+        width = self.width
+
+        def over() -> int:
+            return indent + sum(widths[i] for i in shown) + 2 * (len(shown) - 1) - width
+
+        for i in drop:
+            if over() <= 0:
+                break
+            if i in shown and len(shown) > 1:
+                shown.remove(i)
+                self.narrowed = True
+        excess = over()
+        floors = {
+            i: min(widths[i], max(display_width(headers[i]), MIN_CELL)) for i in clip if i in shown
+        }
+        while excess > 0:
+            room = [i for i in floors if widths[i] > floors[i]]
+            if not room:
+                break
+            widest = max(room, key=lambda i: widths[i])
+            cut = min(excess, widths[widest] - floors[widest])
+            # Shorten the widest down to the next widest (or by what is left), so long
+            # cells share the cut rather than one column losing everything.
+            others = [widths[i] for i in room if i != widest]
+            if others:
+                cut = min(cut, max(1, widths[widest] - max(others)))
+            widths[widest] -= cut
+            excess -= cut
+            self.narrowed = True
+        return shown
+
+    def narrowed_note(self) -> None:
+        """Say that ``--wide`` shows what fitting the terminal left out, if it left any."""
+        if self.narrowed:
+            self.line(
+                self.paint(
+                    "Columns were left out or shortened to fit the terminal: --wide shows "
+                    "them all.",
+                    "dim",
+                )
+            )
 
     def flush(self) -> None:
         sys.stdout.write("\n".join(self.lines) + "\n")
         sys.stdout.flush()
         self.lines = []
+
+
+def plural(count: int, singular: str, many: str | None = None, *, grouped: bool = False) -> str:
+    """``1 offer``, ``2 offers``, ``0 offers``: the count and the noun that agrees with it
+    (``many`` for irregular plurals; ``grouped``: ``12,345 rows``, for counts that grow)."""
+    shown = f"{count:,}" if grouped else str(count)
+    return f"{shown} {singular if count == 1 else (many or singular + 's')}"
+
+
+# -- widths: what the eye sees, not what Python counts ------------------------------------
+
+
+def display_width(text: str) -> int:
+    """Terminal columns ``text`` takes: colour codes take none, a wide (CJK) character
+    two, a combining mark none. ASCII, the common case, is simply its length."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if text.isascii():
+        return len(text)
+    return sum(_char_width(c) for c in text)
+
+
+def _char_width(c: str) -> int:
+    import unicodedata
+
+    if unicodedata.combining(c):
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+
+
+def _take(text: str, columns: int) -> tuple[str, str]:
+    """``text`` split after at most ``columns`` visible columns (colour codes travel with
+    the head); the head is never empty unless ``text`` is, so splitting always advances."""
+    used = 0
+    pos = 0
+    while pos < len(text):
+        code = _ANSI.match(text, pos)
+        if code is not None:
+            pos = code.end()
+            continue
+        w = _char_width(text[pos]) if not text[pos].isascii() else 1
+        if used + w > columns and used > 0:
+            break
+        used += w
+        pos += 1
+    return text[:pos], text[pos:]
+
+
+def clipped(text: str, columns: int) -> str:
+    """``text`` in at most ``columns`` columns, ending in "…" when shortened; a painted cell
+    keeps its colour up to the cut and is reset after it."""
+    if display_width(text) <= columns:
+        return text
+    head, _ = _take(text, max(columns - 1, 0))
+    if "\x1b" in head:
+        return head + _ELLIPSIS + _RESET
+    return head + _ELLIPSIS
+
+
+def wrap(text: str, width: int, hang: str = "  ") -> list[str]:
+    """One line of prose as lines of at most ``width`` columns, broken between words.
+
+    Continuation lines start with the text's own indent plus ``hang``. A word longer than
+    a whole line is cut where the line ends (a terminal would cut it there anyway). A
+    colour open at a break is closed at the end of the line and opened again on the next,
+    so a pager or a copied line never bleeds colour.
+    """
+    if display_width(text) <= width:
+        return [text]
+    body = text.lstrip(" ")
+    first = text[: len(text) - len(body)]
+    rest = first + hang
+    if display_width(rest) > width // 2:  # a deep indent would leave no room for words
+        rest = hang
+    lines: list[str] = []
+    current, used, fresh, active = first, display_width(first), True, ""
+
+    def newline() -> None:
+        nonlocal current, used, fresh
+        lines.append(current.rstrip(" ") + (_RESET if active else ""))
+        current, used, fresh = rest + active, display_width(rest), True
+
+    for word in body.split(" "):
+        size = display_width(word)
+        if not fresh:
+            if used + 1 + size > width:
+                newline()
+            else:
+                current += " "
+                used += 1
+        if fresh and not word:
+            continue  # a continuation line starts with its indent, not with spaces
+        while used + size > width:  # longer than a whole line: cut where the line ends
+            head, word = _take(word, width - used)
+            current += head
+            active = _style_after(active, head)
+            newline()
+            size = display_width(word)
+        current += word
+        used += size
+        fresh = fresh and not word
+        active = _style_after(active, word)
+    lines.append(current.rstrip(" "))
+    return lines
+
+
+def _style_after(active: str, text: str) -> str:
+    """The colour codes still open after ``text``, given those open before it."""
+    for code in _ANSI.findall(text):
+        active = "" if code == _RESET else active + code
+    return active
 
 
 def money(value: float | None) -> str:
@@ -185,7 +412,3 @@ class PullDisplay:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
-
-
-def _visible_len(text: str) -> int:
-    return len(_ANSI.sub("", text)) if "\x1b" in text else len(text)

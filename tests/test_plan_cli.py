@@ -239,7 +239,7 @@ def test_the_header_names_the_catalog_and_the_date_of_its_prices(tmp_path: Path)
 def test_stale_prices_are_a_warning_that_names_the_update_command(tmp_path: Path) -> None:
     wf = workload_file(tmp_path, "[requirements]\ncpu = 2")
     (tmp_path / "config.toml").write_text("[catalog]\nmax_age_days = 0.001\n")
-    done = nodus(tmp_path, "plan", wf)
+    done = nodus(tmp_path, "plan", wf, "--wide")  # the warning on one line, not wrapped at 80
     assert done.returncode == 0
     (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("warning:")]
     assert "the prices in use (embedded catalog (prices as of" in line
@@ -264,7 +264,7 @@ def test_the_configured_price_ceiling_is_shown_and_named(tmp_path: Path) -> None
     cfg = tmp_path / "config.toml"
     cfg.write_text("[limits]\nmax_price_per_hour = 5.0\n")
     wf = workload_file(tmp_path, 'gpu = "H100"\n[requirements]\nmax_price_per_hour = 50.0')
-    done = nodus(tmp_path, "plan", wf, "--catalog", market(tmp_path))
+    done = nodus(tmp_path, "plan", wf, "--catalog", market(tmp_path), "--wide")
     assert done.returncode == 0
     out = done.stdout
     assert f"price ceiling: $5.00/h, [limits] max_price_per_hour in {cfg}" in out
@@ -298,7 +298,7 @@ def test_a_cpu_only_workload_with_a_catalog_file(tmp_path: Path) -> None:
     assert stage["excluded"] == {"gpu": 7}  # every machine with GPUs: a CPU-only one fits
     # Too big for the CPU-only machine: a GPU machine, and the plan says why.
     wf = workload_file(tmp_path, "[requirements]\ncpu = 32", name="big.toml")
-    done = nodus(tmp_path, "plan", wf, "--catalog", cat)
+    done = nodus(tmp_path, "plan", wf, "--catalog", cat, "--wide")  # each note on one line
     assert done.returncode == 0
     assert (
         "note: this stage needs no GPU, but cpu = 32 ruled out every CPU-only configuration "
@@ -326,7 +326,7 @@ def test_a_cpu_only_workload_on_the_embedded_catalog(tmp_path: Path) -> None:
 
 def test_location_empties_the_list(tmp_path: Path) -> None:
     wf = workload_file(tmp_path, 'gpu = "H100"\ngpu_count = 8\n[requirements]\nlocation = "eu"')
-    done = nodus(tmp_path, "plan", wf, "--catalog", market(tmp_path))
+    done = nodus(tmp_path, "plan", wf, "--catalog", market(tmp_path), "--wide")
     assert_no_traceback(done)
     assert done.returncode == 3
     out = done.stdout

@@ -17,7 +17,10 @@ from typing import Any
 
 from nodus_cli import catalog, config
 from nodus_cli.catalog_sources import Source
-from nodus_cli.output import Writer, emit_json
+from nodus_cli.output import Writer, emit_json, plural
+
+#: The ``--json`` documents' shape: bumped only when a field is renamed or retyped.
+JSON_VERSION = 1
 
 CHOSEN_WORDS = {
     "--catalog": "--catalog",
@@ -36,6 +39,7 @@ def run(catalog_path: str | None, as_json: bool) -> int:
     age = cat.age_days()
     max_age = config.catalog().max_age_days
     doc: dict[str, Any] = {
+        "version": JSON_VERSION,
         "path": cat.path,
         "name": cat.name,
         "kind": cat.kind,
@@ -72,8 +76,8 @@ def run(catalog_path: str | None, as_json: bool) -> int:
     out.line(f"{out.paint('catalog in use', 'bold')}: {cat.name} ({cat.path})")
     out.line(f"  {kinds.get(cat.kind, cat.kind)}, in use by {doc['chosen_by']}")
     out.line(
-        f"  {len(cat.offers)} configurations ({doc['cpu_only_rows']} CPU-only), "
-        f"{doc['gpus']} GPU models, {len(suppliers)} suppliers"
+        f"  {plural(len(cat.offers), 'configuration')} ({doc['cpu_only_rows']} CPU-only), "
+        f"{plural(doc['gpus'], 'GPU model')}, {plural(len(suppliers), 'supplier')}"
     )
     as_of = doc["prices_as_of"] or "?"
     note = f" ({doc['as_of_note']})" if doc["as_of_note"] else ""
@@ -271,9 +275,9 @@ def summary(result: Any) -> str:
     """One source's outcome in a line."""
     r = result
     how = "not modified, kept" if r.stored.last_result == "not modified" else "fetched"
-    parts = [f"{r.source.name}: {how} {len(r.rows):,} rows ({r.format})"]
+    parts = [f"{r.source.name}: {how} {plural(len(r.rows), 'row', grouped=True)} ({r.format})"]
     if r.bad_count:
-        parts.append(f"{r.bad_count} bad row(s) left out")
+        parts.append(f"{plural(r.bad_count, 'bad row')} left out")
     if r.dropped:
         parts.append(f"{r.dropped} without an on-demand price")
     for reason, n in sorted(r.stored.skipped.items()):
@@ -335,6 +339,7 @@ def update(
             failed = exc.source
             emit_json(
                 {
+                    "version": JSON_VERSION,
                     "updated": False,
                     "error": exc.message,
                     "source": failed.name if failed else None,
@@ -345,6 +350,7 @@ def update(
     if as_json:
         emit_json(
             {
+                "version": JSON_VERSION,
                 "updated": True,
                 "path": str(result.path),
                 "updated_at": result.updated_at,
@@ -354,16 +360,14 @@ def update(
         )
         return 0
     out = Writer()
-    out.line(
-        f"{out.paint('updated', 'green')}: {result.rows:,} configurations from "
-        f"{len(result.results)} source{'' if len(result.results) == 1 else 's'} "
-        f"now in use ({result.path})"
-    )
+    rows = plural(result.rows, "configuration", grouped=True)
+    fetched = plural(len(result.results), "source")
+    out.line(f"{out.paint('updated', 'green')}: {rows} from {fetched} now in use ({result.path})")
     for r in result.results:
         out.line(f"  {summary(r)}")
         for bad in r.bad_rows:
             out.line(f"    bad row: {bad}")
         if r.bad_count > len(r.bad_rows):
-            out.line(f"    ... and {r.bad_count - len(r.bad_rows)} more bad rows")
+            out.line(f"    ... and {plural(r.bad_count - len(r.bad_rows), 'more bad row')}")
     out.flush()
     return 0

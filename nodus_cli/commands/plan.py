@@ -1,9 +1,12 @@
 """``nodus plan`` (and ``nodus run --dry-run``): what every eligible configuration costs.
 
 Human output is plain text written directly (no rich), like ``nodus validate``: planning
-is interactive and its start-up cost is part of the experience. Tables are never
-wrapped or truncated, so every supplier, machine ID and region stays readable (and
-greppable) whatever the terminal width.
+is interactive and its start-up cost is part of the experience. On a terminal it fits the
+width (:class:`~nodus_cli.output.Writer`): prose wraps, and a candidates table first
+loses memory, vCPU, runtime and $/GPU·h, then clips machine IDs, regions and suppliers
+with "…" (the ``selected:`` line below it names the chosen one in full). ``--wide``, a pipe
+or a file get every column in full, so machine IDs stay greppable; ``--json`` is never
+shaped by width.
 
 Planned against a catalog, the header names it and the date of its prices ("embedded
 catalog (prices as of DATE)"), and the plan warns (``warnings`` in ``--json``) when those
@@ -20,7 +23,7 @@ from typing import Any
 
 from nodus_cli import catalog, cuda, inventory
 from nodus_cli.catalog import Catalog
-from nodus_cli.output import Writer, gpu_text, money
+from nodus_cli.output import Writer, gpu_text, money, plural
 from nodus_cli.planner import BASIS_RUNTIME, CHECKS, Candidate, Plan, StagePlan, plan_workload
 from nodus_cli.problems import NodusError
 from nodus_cli.workload import Requirements, Workload
@@ -128,7 +131,18 @@ def catalog_json(cat: Catalog, now: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def run(file: str, target: str, catalog_path: str | None, top: int, as_json: bool) -> int:
+#: The ``--json`` document's shape: bumped only when a field is renamed or retyped.
+JSON_VERSION = 1
+
+
+def run(
+    file: str,
+    target: str,
+    catalog_path: str | None,
+    top: int,
+    as_json: bool,
+    wide: bool = False,
+) -> int:
     if catalog_path and target == "local":
         sys.stderr.write(
             f"nodus: note: --catalog {catalog_path} is not used by --target local (this "
@@ -139,12 +153,12 @@ def run(file: str, target: str, catalog_path: str | None, top: int, as_json: boo
     if as_json:
         from nodus_cli.output import emit_json
 
-        document = plan.as_json()
+        document = {"version": JSON_VERSION, **plan.as_json()}
         document["inventory"] = source
         document["catalog"] = catalog_json(inv.catalog) if inv.catalog is not None else None
         emit_json(document)
     else:
-        out = Writer()
+        out = Writer(wide=wide)
         show(plan, top, out, source)
         out.flush()
     return 0 if plan.feasible else EXIT_NOTHING_ELIGIBLE
@@ -201,7 +215,7 @@ def show(plan: Plan, top: int, out: Writer, source: str | None = None) -> None:
     out.line(f"{out.paint(w.name, 'bold')}: planned against {against}")
     for warning in plan.warnings:
         out.line(f"{out.paint('warning:', 'yellow')} {warning}")
-    out.line(f"requirements: {requirements_text(w.requirements) or 'none'}")
+    out.line(f"requirements: {requirements_text(w.requirements) or 'none'}", keep=(" = ",))
     if plan.ceiling is not None:
         out.line(
             f"price ceiling: {money(plan.ceiling.limit)}/h, {plan.ceiling.source} "
@@ -222,12 +236,14 @@ def show(plan: Plan, top: int, out: Writer, source: str | None = None) -> None:
             "dim",
         )
     )
+    out.narrowed_note()
     if not plan.feasible:
         empty = [
             f"{s.name} ({s.emptied_by or 'empty inventory'})" for s in plan.stages if not s.feasible
         ]
+        stages = "stage" if len(empty) == 1 else "stages"
         out.line(
-            out.paint(f"No eligible configuration for stage(s) {', '.join(empty)} (exit 3).", "red")
+            out.paint(f"No eligible configuration for {stages} {', '.join(empty)} (exit 3).", "red")
         )
 
 
@@ -253,8 +269,7 @@ def _show_stage(stage: StagePlan, top: int, out: Writer) -> None:
         out.line(f"  image: {stage.image}{shown}")
     total = stage.eligible + sum(stage.excluded.values())
     excluded = ", ".join(f"{k} {stage.excluded[k]}" for k in CHECKS if stage.excluded[k])
-    plural = "" if total == 1 else "s"
-    out.line(f"  excluded: {excluded or 'none'} (of {total} configuration{plural})")
+    out.line(f"  excluded: {excluded or 'none'} (of {plural(total, 'configuration')})")
     for note in stage.notes:
         out.line(f"  {out.paint('note:', 'yellow')} {note}")
     if not stage.candidates:
@@ -270,8 +285,7 @@ def _show_stage(stage: StagePlan, top: int, out: Writer) -> None:
         basis = "price per task-hour (hourly price ÷ the tasks one machine hosts)"
     else:
         basis = (
-            "hourly price (this workload has no measured runtime on every eligible "
-            "configuration)"
+            "hourly price (this workload has no measured runtime on every eligible configuration)"
         )
     out.line(f"  eligible: {stage.eligible}, ranked by {basis}")
     headers = ["", "#", "supplier", "machine", "region", "GPUs", "vCPU", "memory", "$/h", "$/GPU·h"]
@@ -300,7 +314,17 @@ def _show_stage(stage: StagePlan, top: int, out: Writer) -> None:
             ]
         rows.append(row)
     if rows:
-        out.table(headers, rows, right=(1, 6, 7, 8, 9, 10, 11), indent="  ")
+        # Too wide for the terminal: memory and vCPU go first (the selected line below
+        # gives them), then the measured runtime (the estimate stays) and $/GPU·h; then
+        # machine IDs, regions, suppliers and GPUs are clipped, never a price.
+        out.table(
+            headers,
+            rows,
+            right=(1, 6, 7, 8, 9, 10, 11),
+            indent="  ",
+            drop=(7, 6, 10, 9),
+            clip=(3, 4, 2, 5),
+        )
     if stage.eligible > top:
         out.line(
             out.paint(

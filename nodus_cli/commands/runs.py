@@ -4,6 +4,13 @@ Each first lets :func:`nodus_cli.reconcile.reconcile` notice runs whose supervis
 (so no run is shown ``running`` with nobody running it). A damaged or unwritable records
 database still lets them show what is readable: ``runs`` opens it read-only, ``logs``
 finds a run's log by its id.
+
+The ``runs`` table fits a terminal's width (:class:`~nodus_cli.output.Writer`): without
+``--wide`` it shows the start without its year and a long run's stages as a summary, and
+when that is still too wide it leaves out the exit code, the target and the start (the
+run id begins with it), then clips workload names and stages with "…". The run id is
+never shortened: it is what the other commands take. ``--wide`` shows every column in
+full, and so do a pipe and a file (no width to fit).
 """
 
 from __future__ import annotations
@@ -42,14 +49,14 @@ def _store(catalog: str | None = None) -> RunStore:
 def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool = False) -> int:
     store = _store()
     if run_id is not None:
-        return _show_run(store, run_id, as_json)
+        return _show_run(store, run_id, as_json, wide)
     found = store.list_runs(limit)
     now = {r.id: d for r in found if r.status.active and (d := _describe(store, r))}
     if as_json:
         docs = [r.as_json() | ({"cluster": now[r.id]} if r.id in now else {}) for r in found]
         emit_json({"version": 1, "runs": docs})
         return 0
-    out = Writer()
+    out = Writer(wide=wide)
     if not found:
         out.line(f"no runs recorded yet (records in {store.root})")
         out.flush()
@@ -65,7 +72,7 @@ def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool =
         rows.append(
             [
                 r.id,
-                _clip(safe(r.workload, newlines=False), None if wide else 20),
+                safe(r.workload, newlines=False),
                 *([r.target] if show_target else []),
                 out.paint(str(r.status), _COLOURS.get(r.status, "bold")),
                 "" if r.exit_code is None else str(r.exit_code),
@@ -77,7 +84,15 @@ def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool =
             ]
         )
     exit_column = headers.index("exit")
-    out.table(headers, rows, right=(exit_column, exit_column + 2))
+    out.table(
+        headers,
+        rows,
+        right=(exit_column, exit_column + 2),
+        # The run id starts with the date and time it was made: the start goes after the
+        # exit code and the target, before a workload name is clipped.
+        drop=(exit_column, *([2] if show_target else []), exit_column + 1),
+        clip=(1, len(headers) - 1),
+    )
     if not wide:
         out.line(out.paint("--wide shows every column in full; `nodus runs RUN_ID` one run", "dim"))
     out.flush()
@@ -99,7 +114,7 @@ def _stages_text(r: RunRecord, wide: bool) -> str:
         total = sum(sum(c.values()) for c in items)
         ok = sum(c.get("succeeded", 0) for c in items)
         text += f" ({ok}/{total} items)"
-    return text if wide else _clip(text, 28)
+    return text
 
 
 def _describe(store: RunStore, record: RunRecord) -> str | None:
@@ -116,12 +131,12 @@ def _describe(store: RunStore, record: RunRecord) -> str | None:
         return None
 
 
-def _show_run(store: RunStore, run_id: str, as_json: bool) -> int:
+def _show_run(store: RunStore, run_id: str, as_json: bool, wide: bool = False) -> int:
     record = store.get(run_id, tasks=True)
     if as_json:
         emit_json({"version": 1, **record.as_json(tasks=True)})
         return 0
-    out = Writer()
+    out = Writer(wide=wide)
     out.line(
         f"{out.paint(record.id, 'bold')}  {safe(record.workload)} on {record.target}: "
         f"{out.paint(str(record.status), _COLOURS.get(record.status, 'bold'))}"
@@ -151,7 +166,7 @@ def _show_run(store: RunStore, run_id: str, as_json: bool) -> int:
             rows = [
                 [
                     str(t.index),
-                    _clip(safe(t.item, newlines=False), 24),
+                    safe(t.item, newlines=False),
                     ",".join(d[-12:] for d in t.devices) or (t.node or "-"),
                     str(t.status),
                     "" if t.exit_code is None else str(t.exit_code),
@@ -164,15 +179,10 @@ def _show_run(store: RunStore, run_id: str, as_json: bool) -> int:
                 rows,
                 right=(0, 4, 5),
                 indent="  ",
+                clip=(1, 2),
             )
     out.flush()
     return 0
-
-
-def _clip(text: str, limit: int | None) -> str:
-    if limit is None or len(text) <= limit:
-        return text
-    return text[: limit - 1] + "…"
 
 
 # -- nodus logs ------------------------------------------------------------------------
