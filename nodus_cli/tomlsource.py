@@ -402,14 +402,32 @@ class LineIndex:
     def __init__(self, text: str) -> None:
         self._text = text
         self._scanner: _Scanner | None = None
+        self._chunk = 64
 
     def line_of(self, key: Key) -> int | None:
-        """The line of the key, else of the closest enclosing table or key that is in the file."""
+        """The line of the key, else of the closest enclosing table or key that is in the file.
+
+        The text is read as far as the key needs (problems come in the file's order, so
+        a report of the first thousand problems of a large file reads the start of it),
+        each further stretch twice as long as the last: reading it all costs one pass.
+        """
         scanner = self._scanner
         if scanner is None:
             scanner = self._scanner = _Scanner(self._text)
-            with contextlib.suppress(Exception), paused_gc():  # a lookup never breaks a report
-                scanner.run()
+        while True:
+            found, complete = self._walk(scanner, key)
+            if complete or scanner.done:
+                return found
+            with paused_gc():
+                try:
+                    scanner.run(self._chunk)
+                except Exception:  # a lookup never breaks a report: keep what was found
+                    scanner.done = True
+            self._chunk *= 2
+
+    @staticmethod
+    def _walk(scanner: _Scanner, key: Key) -> tuple[int | None, bool]:
+        """The line found for the key so far, and whether the whole key was found."""
         node = scanner.root
         found: int | None = None
         for part in key:
@@ -422,11 +440,11 @@ class LineIndex:
                     scanner.elements(node, ahead)
                 child = node.children.get(part)
             if child is None:
-                break
+                return found, False
             node = child
             if node.line is not None:
                 found = node.line
-        return found
+        return found, True
 
 
 class _Node:
@@ -477,6 +495,8 @@ class _Scanner:
         self.n = len(text)
         self.i = 0
         self.root = _Node()
+        self.table = self.root  # where the next key goes
+        self.done = False  # the whole text is read
         self.duplicate: tuple[Key, int, int] | None = None
         self._newlines = [m.start() for m in re.finditer("\n", text)]
 
@@ -491,12 +511,16 @@ class _Scanner:
 
     # -- the document ------------------------------------------------------------
 
-    def run(self) -> None:
-        table = self.root
-        while True:
+    def run(self, statements: int | None = None) -> None:
+        """Read ``statements`` more lines of keys and headers (all when None)."""
+        table = self.table
+        count = 0
+        while statements is None or count < statements:
+            count += 1
             self.skip_blank(newlines=True)
             if self.i >= self.n:
-                return
+                self.done = True
+                break
             start = self.i
             if self.s.startswith("[[", self.i):
                 self.i += 2
@@ -515,8 +539,11 @@ class _Scanner:
             else:
                 self.key_value(table)
                 self.skip_to_line_end()
+            self.table = table
             if self.i == start:  # no progress: text this scanner does not understand
-                return
+                self.done = True
+                break
+        self.table = table
 
     def resolve(self, parts: Key, line: int) -> _Node:
         """The table a header names, through the latest element of arrays of tables

@@ -439,3 +439,15 @@ def test_the_garbage_collector_is_back_after_a_load() -> None:
         assert not gc.isenabled()  # left as it was found
     finally:
         gc.enable()
+
+
+def test_the_line_index_reads_only_as_far_as_asked() -> None:
+    text = "".join(f"k{i} = 1\n" for i in range(100_000))
+    index = LineIndex(text)
+    assert index.line_of(("k10",)) == 11
+    scanner = index._scanner
+    assert scanner is not None and not scanner.done
+    assert scanner.i < len(text) // 100  # a small stretch of the start
+    assert index.line_of(("k99999",)) == 100_000
+    assert index.line_of(("missing",)) is None
+    assert scanner.done

@@ -596,6 +596,8 @@ def test_map_item_limit_names_the_count(tmp_path: Path) -> None:
         ('items = ["a"]\nworkers = 2', "map.workers", ["did you mean `parallel`"]),
         ('items = ["a"]\nItems = ["b"]', "map.Items", ["did you mean `items`? Keys are lowercase"]),
         ('items = ["a"]\nzz = 1', "map.zz", ["unknown key (allowed here: items, over, parallel)"]),
+        ('inputs_file = "x"', "map.inputs_file", ["did you mean `over`"]),
+        ('items = ["a"]\nretries = 2', "map.retries", ["unknown key: retries are an option"]),
     ],
 )
 def test_map_rules(body: str, loc: str, words: list[str]) -> None:

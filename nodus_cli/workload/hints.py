@@ -144,6 +144,8 @@ MAP_FOREIGN_KEYS: dict[str, str] = {
     "from": "over",
     "path": "over",
     "items_file": "over",
+    "inputs_file": "over",
+    "input_file": "over",
     "concurrency": "parallel",
     "max_parallel": "parallel",
     "max_concurrency": "parallel",

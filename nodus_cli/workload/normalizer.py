@@ -334,6 +334,9 @@ class _Normalizer(RunKeys):
                 path, f"unknown key; did you mean `{spelled}`? Keys are lowercase with underscores"
             )
             return
+        if spelled in UNSUPPORTED_KEYS:
+            self.error(path, f"unknown key: {UNSUPPORTED_KEYS[spelled]}")
+            return
         target = MAP_FOREIGN_KEYS.get(spelled)
         if target is None and len(key) <= MAX_NAME:
             close = difflib.get_close_matches(spelled, MAP_KEYS, n=1, cutoff=0.6)
