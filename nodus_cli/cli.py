@@ -44,6 +44,14 @@ Target = StrEnum("Target", _targets())  # type: ignore[misc]
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+WideOpt = Annotated[
+    bool,
+    typer.Option(
+        "--wide",
+        help="Every column, in full (by default a terminal's width is fitted: columns "
+        "left out, long values shortened with …).",
+    ),
+]
 CatalogOpt = Annotated[
     str | None,
     typer.Option(
@@ -100,18 +108,38 @@ def gpus(
     name: Annotated[
         str | None, typer.Argument(metavar="NAME", help="A GPU model, in any accepted spelling.")
     ] = None,
-    supplier: Annotated[str | None, typer.Option(help="Only this supplier's offers.")] = None,
-    location: Annotated[
-        str | None, typer.Option(help="Only offers in this region or area.")
+    supplier: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Only this supplier's offers.")
     ] = None,
-    count: Annotated[int | None, typer.Option(help="Only machines with this many GPUs.")] = None,
+    location: Annotated[
+        str | None,
+        typer.Option(
+            metavar="WHERE", help='Only offers in this region or area ("us-east-1", "us", "eu").'
+        ),
+    ] = None,
+    count: Annotated[
+        int | None, typer.Option(metavar="N", help="Only machines with this many GPUs.")
+    ] = None,
     catalog: CatalogOpt = None,
+    top: Annotated[
+        int | None,
+        typer.Option(
+            "--top",
+            metavar="N",
+            min=1,
+            help="Rows shown, cheapest first: models (default: all) or NAME's offers "
+            "(default: 20). --json lists all.",
+        ),
+    ] = None,
+    wide: WideOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """The canonical GPU models with their offers and lowest prices."""
+    """The canonical GPU models, cheapest per GPU-hour first, or one model's offers."""
     from nodus_cli.commands import gpus as command
 
-    raise typer.Exit(command.run(name, supplier, location, count, catalog, as_json))
+    raise typer.Exit(
+        command.run(name, supplier, location, count, catalog, as_json, top=top, wide=wide)
+    )
 
 
 @app.command()
@@ -121,13 +149,19 @@ def plan(
         Target, typer.Option(help="Inventory to plan against: catalog, local or swarm.")
     ] = Target("catalog"),
     catalog: CatalogOpt = None,
-    top: Annotated[int, typer.Option(help="Candidates shown per stage (all in --json).")] = 5,
+    top: Annotated[
+        int,
+        typer.Option(
+            "--top", metavar="N", min=0, help="Candidates shown per stage (--json lists all)."
+        ),
+    ] = 5,
+    wide: WideOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Price every configuration that can run the workload; exit 3 when none can."""
     from nodus_cli.commands import plan as command
 
-    raise typer.Exit(command.run(file, target.value, catalog, top, as_json))
+    raise typer.Exit(command.run(file, target.value, catalog, top, as_json, wide=wide))
 
 
 RetriesOpt = Annotated[
@@ -213,15 +247,22 @@ def runs(
         typer.Argument(metavar="[RUN_ID]", help="Show one run: its stages and every item."),
     ] = None,
     top: Annotated[
-        int, typer.Option("--top", "--limit", "-n", help="How many runs to show (newest first).")
+        int,
+        typer.Option(
+            "--top", metavar="N", min=0, help="How many runs to show, newest first (--json too)."
+        ),
     ] = 20,
-    wide: Annotated[bool, typer.Option("--wide", help="Every column, in full.")] = False,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", "-n", hidden=True, min=0, help="The former name of --top."),
+    ] = None,
+    wide: WideOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Recorded runs, newest first; or one run in detail."""
     from nodus_cli.commands import runs as command
 
-    raise typer.Exit(command.list_runs(top, as_json, run_id, wide))
+    raise typer.Exit(command.list_runs(top if limit is None else limit, as_json, run_id, wide))
 
 
 @app.command()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodus_cli import targets
-from nodus_cli.errors import InvalidInput, NodusError, OverBudget
+from nodus_cli.errors import InvalidInput, NodusError, NotRunnable, OverBudget
 from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runtime_lookup
 from nodus_cli.runner import Allowance, Outcome, Runner, Sink
 from nodus_cli.workload import Workload, from_json
@@ -114,7 +114,14 @@ def prepare(
         target.interactive = interactive
     history = runtime_lookup(store, fingerprint(workload))
     plan = target.plan(workload, history)
-    preparation = target.prepare(workload, plan)
+    try:
+        preparation = target.prepare(workload, plan)
+    except NotRunnable as exc:
+        # A target sees the workload, never the file it came from; the launcher knows the
+        # file, so it adds the hint that names the real path rather than a placeholder.
+        if exc.hint is None and not plan.feasible:
+            exc.hint = plan_elsewhere_hint(file)
+        raise
     warnings = list(preparation.warnings)
     unpriced = target.unpriced_budget(workload, plan)
     if unpriced is not None:
@@ -124,6 +131,17 @@ def prepare(
     allowance = limits.check(store, workload, plan, preparation.price_per_hour, run_id)
     masks = host_values(workload, host)
     return Launch(workload, target, plan, preparation, env, file, warnings, allowance, masks)
+
+
+def plan_elsewhere_hint(file: str | None) -> str:
+    """Where to look when the target cannot run a stage at all: the plan against the
+    catalog, by the file's own path (quoted for a shell) when it is still there."""
+    what = "shows the configurations elsewhere that could run it"
+    if file is None or not Path(file).is_file():
+        return f"`nodus plan` on the workload file {what}"
+    import shlex
+
+    return f"`nodus plan {shlex.quote(file)}` {what}"
 
 
 def _unpriced(plan: Plan) -> bool:

@@ -129,11 +129,12 @@ class LocalTarget(Target):
                     " in this inventory", " on this machine"
                 )
                 gpus = f"{localhost.describe(found)}, " if workload.wants_gpu else ""
+                # No hint here: the launcher adds one naming the workload's file, which
+                # this target never sees (launcher.plan_elsewhere_hint).
                 raise NotRunnable(
                     f"this machine cannot run stage {stage_plan.name!r}: {why}.\n"
                     f"This machine has {gpus}{base.vcpus:g} CPUs, "
-                    f"{base.memory_gb:g} GB memory, {base.disk_gb or 0:g} GB free disk.",
-                    hint="`nodus plan FILE` shows the configurations elsewhere that could run it",
+                    f"{base.memory_gb:g} GB memory, {base.disk_gb or 0:g} GB free disk."
                 )
         _check_mounts(workload)
         _check_ports(workload)
