@@ -158,15 +158,17 @@ class Writer:
         *,
         drop: Sequence[int] = (),
         clip: Sequence[int] = (),
+        keep_end: Sequence[int] = (),
     ) -> None:
         """Aligned columns; the ones in ``right`` are right-justified (numbers).
 
         Cells may be painted: widths count the visible characters, not colour codes. When
         the table is wider than ``width``, the columns in ``drop`` go first, in that order,
         until it fits; then the columns in ``clip`` are shortened, the widest first, each
-        to no less than its header (or :data:`MIN_CELL`), their cells ending in "…".
-        Columns in neither list are never touched (an id to copy, a price): when only they
-        remain the table is as wide as they are.
+        to no less than its header (or :data:`MIN_CELL`), their cells ending in "…" (or,
+        for the columns in ``keep_end``, starting with it: paths and file names differ at
+        their end). Columns in neither list are never touched (an id to copy, a price):
+        when only they remain the table is as wide as they are.
         """
         widths = [display_width(h) for h in headers]
         for row in rows:
@@ -181,7 +183,7 @@ class Writer:
             for i in shown:
                 c = cells[i]
                 if display_width(c) > widths[i]:
-                    c = clipped(c, widths[i])
+                    c = clipped(c, widths[i], keep_end=i in keep_end)
                 pad = " " * (widths[i] - display_width(c))
                 out.append(pad + c if i in right else c + pad)
             return (indent + "  ".join(out)).rstrip()
@@ -295,11 +297,16 @@ def _take(text: str, columns: int) -> tuple[str, str]:
     return text[:pos], text[pos:]
 
 
-def clipped(text: str, columns: int) -> str:
-    """``text`` in at most ``columns`` columns, ending in "…" when shortened; a painted cell
-    keeps its colour up to the cut and is reset after it."""
+def clipped(text: str, columns: int, keep_end: bool = False) -> str:
+    """``text`` in at most ``columns`` columns, ending in "…" when shortened (``keep_end``:
+    starting with it, the end kept); a painted cell keeps its colour up to the cut and is
+    reset after it."""
     if display_width(text) <= columns:
         return text
+    if keep_end:
+        plain = _ANSI.sub("", text)[::-1]  # the end, taken as a head of the reversed text
+        tail, _ = _take(plain, max(columns - 1, 0))
+        return _ELLIPSIS + tail[::-1]
     head, _ = _take(text, max(columns - 1, 0))
     if "\x1b" in head:
         return head + _ELLIPSIS + _RESET

@@ -4,9 +4,9 @@ Human output is plain text written directly (no rich), like ``nodus validate``: 
 is interactive and its start-up cost is part of the experience. On a terminal it fits the
 width (:class:`~nodus_cli.output.Writer`): prose wraps, and a candidates table first
 loses memory, vCPU, runtime and $/GPU·h, then clips machine IDs, regions and suppliers
-with "…" (the ``selected:`` line below it names the chosen one in full). ``--wide``, a pipe
-or a file get every column in full, so machine IDs stay greppable; ``--json`` is never
-shaped by width.
+with "…", never the GPUs or a price; the ``selected:`` line below it names the chosen
+configuration in full. ``--wide``, a pipe or a file get every column in full, so machine
+IDs stay greppable; ``--json`` is never shaped by width.
 
 Planned against a catalog, the header names it and the date of its prices ("embedded
 catalog (prices as of DATE)"), and the plan warns (``warnings`` in ``--json``) when those
@@ -316,14 +316,14 @@ def _show_stage(stage: StagePlan, top: int, out: Writer) -> None:
     if rows:
         # Too wide for the terminal: memory and vCPU go first (the selected line below
         # gives them), then the measured runtime (the estimate stays) and $/GPU·h; then
-        # machine IDs, regions, suppliers and GPUs are clipped, never a price.
+        # machine IDs, regions and suppliers are clipped; never the GPUs or a price.
         out.table(
             headers,
             rows,
             right=(1, 6, 7, 8, 9, 10, 11),
             indent="  ",
             drop=(7, 6, 10, 9),
-            clip=(3, 4, 2, 5),
+            clip=(3, 4, 2),
         )
     if stage.eligible > top:
         out.line(

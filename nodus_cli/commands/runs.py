@@ -180,6 +180,7 @@ def _show_run(store: RunStore, run_id: str, as_json: bool, wide: bool = False) -
                 right=(0, 4, 5),
                 indent="  ",
                 clip=(1, 2),
+                keep_end=(1, 2),  # items are paths, devices UUIDs: they differ at the end
             )
     out.flush()
     return 0
