@@ -74,7 +74,8 @@ def main() -> int:
     ratio = medians["nodus validate FILE"] / base
     verdict = "meets" if ratio <= GOAL else "misses"
     print(
-        f"validate one file: {ratio:.2f}x a bare interpreter start ({verdict} the goal of {GOAL:g}x)"
+        f"validate one file: {ratio:.2f}x a bare interpreter start "
+        f"({verdict} the goal of {GOAL:g}x)"
     )
     return 0
 

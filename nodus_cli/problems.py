@@ -31,4 +31,3 @@ class Problem:
         where = f"{path}:{self.line}" if self.line is not None else path
         key = f"{self.loc}: " if self.loc else ""
         return f"{where}: {self.severity}: {key}{self.message}"
-

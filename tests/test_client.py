@@ -51,7 +51,9 @@ def containers(docker_client: Any, run_id: str) -> list[Any]:
 
 def test_run_returns_at_once_then_wait_and_logs(client: Client, docker_client: Any) -> None:
     started = time.monotonic()
-    run = client.run(image=IMAGE, command="echo hello; sleep 1.5; echo bye; sleep 0.3; echo err >&2")
+    run = client.run(
+        image=IMAGE, command="echo hello; sleep 1.5; echo bye; sleep 0.3; echo err >&2"
+    )
     assert time.monotonic() - started < 1.5  # it did not wait for the command
     assert run.status in (RunStatus.PENDING, RunStatus.RUNNING)
     result = run.wait(timeout=60)

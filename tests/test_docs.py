@@ -1,4 +1,3 @@
-
 """The documentation tells the truth: every Python example in docs/python-api.md runs as
 written against the real engine (with the test image in place of ``busybox:1.36``)."""
 
