@@ -142,7 +142,7 @@ def test_json_shape_is_exactly_spec_3_1(nodus: Nodus, tmp_workload: Writer) -> N
     assert done.returncode == 1
     assert done.stderr == ""
     doc = json.loads(done.stdout)  # one JSON document and nothing else on stdout
-    assert list(doc) == ["valid", "files"]
+    assert list(doc) == ["version", "valid", "files"] and doc["version"] == 1
     assert doc["valid"] is False
     entries = {Path(f["path"]).name: f for f in doc["files"]}
     for entry in doc["files"]:

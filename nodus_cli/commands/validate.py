@@ -34,7 +34,7 @@ def run(paths: list[str], fmt: str, strict: bool = False) -> int:
     results = validate_paths(paths)
     ok = passed(results, strict)
     if fmt == "json":
-        document = {"valid": ok, "files": [r.as_json() for r in results]}
+        document = {"version": 1, "valid": ok, "files": [r.as_json() for r in results]}
         _write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     elif fmt == "github":
         _write(github(results, strict))
