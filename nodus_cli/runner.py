@@ -174,6 +174,7 @@ class _Stage:
     flushed: float = 0.0
     t0: float = 0.0
     failed: list[int] = field(default_factory=list)
+    succeeded: int = 0
     cost: float = 0.0
 
 
@@ -598,6 +599,8 @@ class Runner:
         t.attempts = task.attempt
         t.message = message if status != StageStatus.SUCCEEDED else None
         ends[index] = end
+        if status == StageStatus.SUCCEEDED:
+            state.succeeded += 1
         if status == StageStatus.FAILED:
             state.failed.append(index)
             why = f": {message}" if message else ""
@@ -828,23 +831,18 @@ class Runner:
                 self._problems.append(exc.message)
 
     def _show_progress(self, state: _Stage) -> None:
+        """Counts kept as tasks end, never recounted: a stage may hold 100,000 items."""
         if state.stage.map is None:
             return
-        counts = {StageStatus.SUCCEEDED: 0, StageStatus.FAILED: 0}
-        running = 0
-        for t in state.tasks.values():
-            if t.status == StageStatus.RUNNING:
-                running += 1
-            elif t.status in counts:
-                counts[t.status] += 1
+        running = sum(1 for r in self.running.values() if r.started is not None)
         with contextlib.suppress(OSError, ValueError):
             self.sink.progress(
                 Progress(
                     state.stage.name,
                     len(state.tasks),
-                    counts[StageStatus.SUCCEEDED],
+                    state.succeeded,
                     running,
-                    counts[StageStatus.FAILED],
+                    len(state.failed),
                     time.monotonic() - state.t0,
                     self.cost_now(),
                 )
