@@ -571,3 +571,29 @@ def test_a_budget_without_a_price_is_warned_about(nodus_env: Nodus) -> None:
     nodus_env.set_price(1.0)
     priced = nodus_env.run("run", path)
     assert "cannot be enforced" not in priced.stderr
+
+
+def test_logs_follow_streams_until_the_run_ends(nodus_env: Nodus) -> None:
+    path = nodus_env.write(workload("followed", "echo one; sleep 2; echo two"))
+    started = nodus_env.run("run", "--detach", path)
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    began = time.monotonic()
+    followed = nodus_env.run("logs", "-f", run_id, timeout=60)
+    assert followed.returncode == 0, followed.stderr
+    assert time.monotonic() - began >= 1.0  # it waited for the run, not just the log so far
+    assert stage_lines(followed.stdout, "main") == ["one", "two"]
+    assert "nodus: stage main: succeeded (exit 0)" in followed.stdout
+    lines = nodus_env.run("logs", "--json", "--tail", "2", run_id).stdout.splitlines()
+    assert len(lines) == 2 and all(json.loads(line)["stream"] for line in lines)
+    assert nodus_env.run("logs", "--stage", "nope", run_id).returncode == 2
+
+
+def test_names_with_terminal_escapes_are_shown_escaped(nodus_env: Nodus) -> None:
+    path = nodus_env.write(workload("evil\\u001b[2Jname", "true"))  # TOML's escape
+    assert nodus_env.run("run", path).returncode == 0
+    table = nodus_env.run("runs").stdout
+    assert "\x1b" not in table and "evil\\x1b[2Jname"[:16] in table
+    run_id = nodus_env.runs()[0]["id"]
+    detail = nodus_env.run("runs", run_id).stdout
+    assert "\x1b" not in detail and "evil\\x1b[2Jname" in detail

@@ -675,6 +675,10 @@ def test_pending_diagnosis_then_ctrl_c(
         run_id = only_run(nodus_swarm)["id"]
         assert len(cluster.service(run_id)) == 1
         assert "pending" in only_run(nodus_swarm)["cluster"]
+        # Submitted, not yet placed: the run and its stage say pending, not running.
+        waiting = only_run(nodus_swarm)
+        assert (waiting["status"], waiting["stages"][0]["status"]) == ("pending", "pending")
+        assert "submitted, none running" in (waiting["stages"][0]["message"] or "")
         code = running.interrupt()
     finally:
         running.stop()
