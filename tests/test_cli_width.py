@@ -445,6 +445,13 @@ def test_nodes_json_carries_a_version_and_floats(tmp_path: Path) -> None:
     assert (found["gpu"], found["gpu_memory_gb"], found["gpus"]) == ("H100", 80.0, 8)
 
 
+def test_swarm_init_node_json_carries_a_version(tmp_path: Path) -> None:
+    env = {"PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}", "NODUS_FAKE_GPUS": "h100x8"}
+    doc = versioned(nodus(tmp_path, "swarm", "init-node", "--json", "--price", "98.32", **env))
+    assert doc["labels"]["nodus.gpu"] == "H100" and doc["applied"] == []
+    assert all(type(g["memory_gb"]) is float for g in doc["gpus"])
+
+
 def test_run_rerun_and_detach_json_carry_a_version(
     registered: dict[str, str],  # noqa: F811 - the fixture imported above
     tmp_path: Path,
@@ -469,6 +476,22 @@ def test_run_rerun_and_detach_json_carry_a_version(
     assert again["status"] == "succeeded" and again["id"] != ran["id"]
     detached = versioned(cli("run", str(work), "--target", "process", "--detach", "--json"))
     assert set(detached) >= {"id", "status", "pid", "exit_code", "message"}
+
+
+def test_the_json_page_parses_and_matches_what_the_commands_print(tmp_path: Path) -> None:
+    import re
+
+    page = (REPO / "docs" / "json.md").read_text("utf-8")
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", page, re.S)]
+    assert len(blocks) >= 15
+    documents = [b for b in blocks if "version" in b]
+    assert all(b["version"] == 1 and next(iter(b)) == "version" for b in documents)
+    # The documented top-level fields of plan, gpus and catalog are the ones printed.
+    cat = market(tmp_path)
+    wf = workload(tmp_path, 'gpu = "A100"\ngpu_count = 8\n')
+    for args in (["plan", wf, "--catalog", cat], ["gpus"], ["gpus", "A100"], ["catalog"]):
+        printed = set(versioned(nodus(tmp_path, *args, "--json")))
+        assert any(set(b) == printed for b in documents), args
 
 
 # -- help and hints ------------------------------------------------------------------------

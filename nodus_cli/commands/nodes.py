@@ -24,6 +24,8 @@ NOW_NOTE = (
 )
 RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 SWARM_RESOURCE = 'swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"'
+#: The ``--json`` documents' shape: bumped only when a field is renamed or retyped.
+JSON_VERSION = 1
 
 
 def run(as_json: bool) -> int:
@@ -32,7 +34,9 @@ def run(as_json: bool) -> int:
     with Client(target="swarm") as client:
         nodes = client.list_nodes()
     if as_json:
-        emit_json({"version": 1, "nodes": [n.as_json() for n in nodes], "note": NOW_NOTE})
+        emit_json(
+            {"version": JSON_VERSION, "nodes": [n.as_json() for n in nodes], "note": NOW_NOTE}
+        )
         return 0
     out = Writer()
     rows = []
@@ -121,7 +125,7 @@ def init_node(
     if apply:
         applied = _apply(settings, Path(daemon_json))
     if as_json:
-        emit_json({**settings, "applied": applied})
+        emit_json({"version": JSON_VERSION, **settings, "applied": applied})
         return 0
     out = console()
     count = len(settings["gpus"])
