@@ -226,7 +226,7 @@ def locked() -> Iterator[None]:
 def _private_dir(path: Path) -> None:
     """Create ``path`` (and a missing NODUS_HOME) 0700, or make a folder of ours 0700."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        config.private_folder(path, path.parent)
     except FileExistsError:
         raise CatalogError(
             f"{path} exists and is not a folder",
@@ -237,13 +237,6 @@ def _private_dir(path: Path) -> None:
             f"cannot create {path}: {exc.strerror or exc}",
             hint="set NODUS_HOME to a folder you can write to",
         ) from None
-    for folder_path in (path, path.parent):
-        try:
-            info = folder_path.stat()
-            if info.st_uid == os.getuid() and info.st_mode & 0o077:
-                folder_path.chmod(0o700)
-        except OSError:
-            pass  # not ours to change: the files inside stay 0600 anyway
 
 
 def _write_private(target: Path, data: bytes) -> None:

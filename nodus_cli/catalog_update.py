@@ -17,16 +17,14 @@ stays as it was, byte for byte.
 from __future__ import annotations
 
 import csv
-import gc
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from nodus_cli import catalog, catalog_sources, catalog_store, skypilot
+from nodus_cli import catalog, catalog_sources, catalog_store, collector, skypilot
 from nodus_cli.catalog import Cells, Offer
 from nodus_cli.catalog_sources import Fetched, Source, SourceError, Validators
 from nodus_cli.catalog_store import StoredSource
@@ -256,7 +254,7 @@ def update(
     reporter: Reporter | None = None,
 ) -> UpdateResult:
     """Fetch, validate and store ``sources`` as the catalog in use (all or nothing)."""
-    with catalog_store.locked(), _gc_paused():
+    with catalog_store.locked(), collector.paused():
         previous = catalog_store.read_quietly()
         results: list[SourceResult] = []
         with catalog_sources.client(timeout) as http:
@@ -272,19 +270,6 @@ def update(
             updated_at,
         )
     return UpdateResult(path, results, updated_at)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """An update allocates many small objects and creates no cycles: the cyclic garbage
-    collector would rescan them again and again."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _one(

@@ -64,6 +64,25 @@ def home() -> Path:
     return Path(data) / "nodus"
 
 
+def private_folder(path: Path, *also: Path) -> None:
+    """Create ``path`` (and its parents) 0700, or make it, and the folders ``also``
+    names, 0700 when they are this user's and open to others: the state folder holds run
+    records, logs and work folders, none of them anyone else's business.
+
+    Raises ``FileExistsError`` when ``path`` is not a folder and ``OSError`` when it cannot
+    be created; a folder nodus may not re-mode (someone else's, or read-only) is left as
+    it is, since the files inside are 0600 anyway.
+    """
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for folder in (path, *also):
+        try:
+            info = folder.stat()
+            if info.st_uid == os.getuid() and info.st_mode & 0o077:
+                folder.chmod(0o700)
+        except OSError:
+            pass
+
+
 def config_path() -> Path:
     configured = os.environ.get("NODUS_CONFIG")
     if configured:

@@ -31,16 +31,14 @@ the plan names the configuration file when the ceiling is what excluded offers.
 
 from __future__ import annotations
 
-import gc
 import heapq
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, overload
 
-from nodus_cli import cuda, gpus, locations
+from nodus_cli import collector, cuda, gpus, locations
 from nodus_cli.catalog import Offer
 from nodus_cli.workload import Requirements, Stage, Workload
 
@@ -120,19 +118,6 @@ _TIE_FIELDS = (
     "arch",
 )
 _PRICE_ORDER = attrgetter("price_per_hour", *_TIE_FIELDS)
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Planning allocates many small objects and creates no cycles: the cyclic garbage
-    collector would only rescan the (large) inventory again and again."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass(slots=True)
@@ -407,7 +392,7 @@ def plan_workload(
     """
     chosen = configured_ceiling() if isinstance(ceiling, _FromConfig) else ceiling
     pool = offers if isinstance(offers, list) else list(offers)
-    with _gc_paused():
+    with collector.paused():
         stage_plans = [
             plan_stage(s, pool, workload.budget, history, chosen) for s in workload.stages
         ]

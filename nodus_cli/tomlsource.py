@@ -17,14 +17,13 @@ from __future__ import annotations
 import ast
 import bisect
 import contextlib
-import gc
 import re
 import stat
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from nodus_cli import collector
 from nodus_cli.problems import Problem
 
 MAX_FILE_BYTES = 1024 * 1024
@@ -107,7 +106,7 @@ def parse(text: str) -> dict[str, Any]:
     if too_deep is not None:
         raise LoadFailure(too_deep)
     try:
-        with paused_gc():
+        with collector.paused():
             return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise LoadFailure(_syntax_problem(text, str(exc))) from None
@@ -158,22 +157,6 @@ def _key_text(match: re.Match[str]) -> str:
     if not isinstance(parts, tuple) or not all(isinstance(p, str) for p in parts):
         return match.group(0)
     return f"`{'.'.join(parts)}`"
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector (reference counting still frees memory).
-
-    Parsing a large document allocates many long-lived containers; each collection
-    would rescan all of them, which makes a file of 50,000 tables take seconds.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 # -- the depth pre-scan ---------------------------------------------------------------------
@@ -418,7 +401,7 @@ class LineIndex:
             found, complete = self._walk(scanner, key)
             if complete or scanner.done:
                 return found
-            with paused_gc():
+            with collector.paused():
                 try:
                     scanner.run(self._chunk)
                 except Exception:  # a lookup never breaks a report: keep what was found
@@ -436,7 +419,7 @@ class LineIndex:
                 # Read ahead (twice as far as read so far): asking for every element in
                 # turn reads each once, in a few calls.
                 ahead = max(part, 2 * node.pending[1], 64)
-                with contextlib.suppress(Exception), paused_gc():
+                with contextlib.suppress(Exception), collector.paused():
                     scanner.elements(node, ahead)
                 child = node.children.get(part)
             if child is None:

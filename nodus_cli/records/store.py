@@ -167,20 +167,14 @@ def process_alive(pid: int, started: int | None) -> bool:
 
 
 def _private_dir(path: Path) -> None:
-    """Create ``path`` 0700, or make an existing folder of ours 0700."""
+    """:func:`config.private_folder`, its one failure said in the store's words."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        config.private_folder(path)
     except FileExistsError:
         raise StoreError(
             f"{path} exists and is not a folder",
             hint="set NODUS_HOME to a folder for nodus's records",
         ) from None
-    try:
-        info = path.stat()
-        if info.st_uid == os.getuid() and info.st_mode & 0o077:
-            path.chmod(0o700)
-    except OSError:
-        pass  # a read-only folder: reading still works
 
 
 def _explain(exc: BaseException, path: Path, writing: bool = True) -> StoreError:

@@ -18,8 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nodus_cli import gpus
-from nodus_cli.tomlsource import Key, LineIndex, LoadFailure, parse, paused_gc, read_text
+from nodus_cli import collector, gpus
+from nodus_cli.tomlsource import Key, LineIndex, LoadFailure, parse, read_text
 from nodus_cli.workload.hints import (
     FOREIGN_KEYS,
     MAP_FOREIGN_KEYS,
@@ -88,10 +88,10 @@ def load_text(
     default_name: str = "workload",
     base_dir: Path | None = None,
 ) -> Result:
-    # A large document holds many containers (see tomlsource.paused_gc). The collector
+    # A large document holds many containers (see nodus_cli.collector). The collector
     # resumes once the parsed document and the line index are gone, so its first
     # collection has little left to look at.
-    with paused_gc():
+    with collector.paused():
         result = _load_text(text, path, default_name, base_dir)
     return result
 
