@@ -262,6 +262,8 @@ def test_gpus_top(tmp_path: Path) -> None:
     rows = [line for line in out.splitlines() if line.startswith(("vast", "primeintellect"))]
     assert [r.split()[0] for r in rows] == ["vast", "primeintellect"]  # $1.31, $1.48 per GPU
     assert "… 4 more offers" in out
+    out = nodus(tmp_path, "gpus", "A100", "--top", "5", "--catalog", market(tmp_path)).stdout
+    assert "… 1 more offer (--top N" in out  # one, not "1 more offers"
     assert nodus(tmp_path, "gpus", "--top", "0").returncode == 2
 
 
@@ -495,6 +497,26 @@ def test_the_json_page_parses_and_matches_what_the_commands_print(tmp_path: Path
 
 
 # -- help and hints ------------------------------------------------------------------------
+
+
+def test_plan_gpus_and_runs_start_without_rich_docker_or_httpx(tmp_path: Path) -> None:
+    wf = workload(tmp_path, 'gpu = "A100"\ngpu_count = 8\n')
+    for args in (["plan", wf, "--catalog", market(tmp_path)], ["gpus", "A100"], ["runs"]):
+        code = (
+            "import sys\nfrom nodus_cli.__main__ import main\n"
+            f"main({args!r})\n"
+            "print(sorted(m for m in ('rich', 'docker', 'httpx') if m in sys.modules), "
+            "file=sys.stderr)\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "NODUS_HOME": str(tmp_path / "state"), "COLUMNS": "80"},
+            timeout=60,
+            check=False,
+        )
+        assert done.stderr.strip().splitlines()[-1] == "[]", (args, done.stderr)
 
 
 def test_every_option_and_argument_says_what_it_does() -> None:

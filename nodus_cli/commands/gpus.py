@@ -69,7 +69,8 @@ def run(
 
 def _more(out: Writer, left: int, what: str) -> None:
     if left > 0:
-        out.line(out.paint(f"… {left} more {what} (--top N shows more, --json lists all)", "dim"))
+        more = plural(left, f"more {what}")
+        out.line(out.paint(f"… {more} (--top N shows more, --json lists all)", "dim"))
 
 
 def _show_families(
@@ -119,7 +120,7 @@ def _show_families(
         drop=(1, 8, 7),
         clip=(7, 8, 6, 3, 0),
     )
-    _more(out, len(listed) - len(shown), "models")
+    _more(out, len(listed) - len(shown), "model")
     on_offer = sum(1 for r in listed if r["offers"])
     out.line(
         out.paint(
@@ -193,7 +194,7 @@ def _show_offers(
         drop=(7, 10, 5, 6),
         clip=(1, 2, 0),
     )
-    _more(out, len(offers) - len(rows), "offers")
+    _more(out, len(offers) - len(rows), "offer")
     cheapest = summary["cheapest"]
     suppliers = plural(len(summary["suppliers"]), "supplier")
     out.line(
