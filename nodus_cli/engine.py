@@ -1,16 +1,17 @@
 """Access to the Docker engine through the Docker SDK, with one clear message when it is down.
 
 :class:`Engine` holds the SDK's low-level client (``docker.APIClient``) and makes the calls
-of a local run (:class:`~nodus_cli.swarm.SwarmApi` adds the Swarm ones). The SDK's errors
-become nodus's in one place, :meth:`Engine.mapped`. The engine is the one ``DOCKER_HOST``
-names (default the local socket), with ``DOCKER_TLS_VERIFY`` / ``DOCKER_CERT_PATH`` read as
-``docker.from_env()`` reads them; the Swarm target passes the current Docker context's host
-and TLS instead when ``DOCKER_HOST`` is unset. The SDK is imported when the first
-:class:`Engine` is made: never by ``nodus --help``, ``validate`` or ``plan``.
+of a local run (:class:`~nodus_cli.targets.swarm.SwarmApi` adds the Swarm ones). The SDK's
+errors become nodus's in one place, :meth:`Engine.mapped`. Every target finds the engine as
+the ``docker`` CLI does (:func:`endpoint`): ``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY`` /
+``DOCKER_CERT_PATH``), else the current Docker context (``docker context use``), else the
+local socket. The SDK is imported when the first :class:`Engine` is made: never by
+``nodus --help``, ``validate`` or ``plan``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -269,9 +270,72 @@ class Engine:
             time.sleep(0.5)
 
 
+def endpoint() -> tuple[str | None, Any]:
+    """(host, TLS settings) of the engine to use, as the ``docker`` CLI chooses it:
+    ``DOCKER_HOST`` (None: read with its TLS variables by the SDK), else the current Docker
+    context's endpoint (``docker context use``), else the local socket."""
+    host, tls_dir = _context_endpoint()
+    return host, (_context_tls(tls_dir) if tls_dir is not None else None)
+
+
+def connect(timeout: float = 10.0) -> Engine:
+    """The engine :func:`endpoint` names, not yet contacted."""
+    host, tls = endpoint()
+    return Engine(host=host, connect_timeout=timeout, tls=tls)
+
+
+def _context_endpoint() -> tuple[str | None, str | None]:
+    """(host, TLS folder) of the current Docker context, when DOCKER_HOST does not say.
+
+    Read from the Docker CLI's own files (``docker context use`` writes them): the
+    context named by ``DOCKER_CONTEXT`` or by ``currentContext`` in config.json.
+    """
+    if os.environ.get("DOCKER_HOST"):
+        return None, None
+    config_dir = os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
+    name = os.environ.get("DOCKER_CONTEXT")
+    if not name:
+        try:
+            with open(os.path.join(config_dir, "config.json"), encoding="utf-8") as handle:
+                name = (json.load(handle) or {}).get("currentContext")
+        except (OSError, ValueError, AttributeError):
+            name = None
+    if not name or name == "default":
+        return None, None
+    import hashlib
+
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    meta = os.path.join(config_dir, "contexts", "meta", digest, "meta.json")
+    try:
+        with open(meta, encoding="utf-8") as handle:
+            endpoint = json.load(handle)["Endpoints"]["docker"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise NodusError(
+            f"the current Docker context {name!r} cannot be read ({meta})",
+            hint="`docker context ls` lists the contexts; or set DOCKER_HOST",
+        ) from None
+    tls_dir = os.path.join(config_dir, "contexts", "tls", digest, "docker")
+    host = endpoint.get("Host")
+    if not host:
+        return None, None
+    return str(host), tls_dir if os.path.isdir(tls_dir) else None
+
+
+def _context_tls(folder: str) -> Any:
+    """The SDK's TLS settings from a context's folder: its CA, its client certificate."""
+    from docker.tls import TLSConfig
+
+    ca, cert, key = (os.path.join(folder, f) for f in ("ca.pem", "cert.pem", "key.pem"))
+    return TLSConfig(
+        client_cert=(cert, key) if os.path.exists(cert) and os.path.exists(key) else None,
+        ca_cert=ca if os.path.exists(ca) else None,
+        verify=True,
+    )
+
+
 def local(timeout: float = 10.0) -> Engine:
     """The engine local runs use, checked with a ping: one clear message when it is down."""
-    engine = Engine(connect_timeout=timeout)
+    engine = connect(timeout)
     try:
         engine.ping()
     except EngineUnreachable as exc:

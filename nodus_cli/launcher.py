@@ -206,7 +206,7 @@ def submit(
             stdout=subprocess.DEVNULL,
             stderr=errors,
             start_new_session=True,
-            env={**os.environ, "NODUS_HOME": str(store.root), "NODUS_DETACHED": "1"},
+            env={**os.environ, "NODUS_HOME": str(store.root)},
         )
     store.claim(record.id, child.pid)
     if not handshake:

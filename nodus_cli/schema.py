@@ -1,4 +1,4 @@
-"""A JSON Schema of the workload file (SPEC section 2), for editors and other tools.
+"""A JSON Schema of the workload file (docs/workload.md), for editors and other tools.
 
 ``python -m nodus_cli.schema > schemas/workload.schema.json`` regenerates the checked-in
 schema; a test fails when it is stale. The schema describes the file's shape (keys,
@@ -34,7 +34,7 @@ GpuName = Annotated[
         min_length=1,
         max_length=64,
         description=(
-            "GPU model family (SPEC 2.2): a canonical name listed by `nodus gpus`, e.g. "
+            "GPU model family: a canonical name listed by `nodus gpus`, e.g. "
             '"H100", "A100", "L4", "RTX 4090", "RTX A6000". Case, whitespace, hyphens, '
             'underscores and an "NVIDIA" prefix do not matter; "A6000" is an alias of '
             '"RTX A6000". Memory variants ("A100-80GB") and form factors ("H100 SXM") are '
@@ -282,7 +282,7 @@ class Requirements(_Table):
 
 
 class Stage(_Table):
-    """One [[stages]] table: a container run in file order (SPEC 2.6)."""
+    """One [[stages]] table: a container run in file order (docs/workload.md, "Stages")."""
 
     name: str = Field(
         pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",

@@ -538,3 +538,20 @@ def test_run_dry_run_plans_against_the_target_run_would_use(tmp_path: Path) -> N
     assert dry.returncode == planned.returncode == 0
     assert json.loads(dry.stdout)["target"] == "local" == json.loads(planned.stdout)["target"]
     assert json.loads(dry.stdout)["stages"][0]["selected"]["supplier"] == "local"
+
+
+def test_plan_says_what_validate_warns_about_and_the_spending_limits(tmp_path: Path) -> None:
+    wf = write(
+        tmp_path,
+        "w.toml",
+        'image = "img:1"\ngpu = "H100"\n[[stages]]\nname = "a"\ncommand = "true"\n',
+    )
+    config = write(tmp_path, "config.toml", "[limits]\nmax_spend_per_day = 50.0\n")
+    done = nodus(tmp_path, "plan", wf, NODUS_CONFIG=config)
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert f'{wf}:2: gpu: gpu = "H100" at the top level reaches no stage' in text
+    assert "spending limits: $50.00 per UTC day" in text
+    code, doc = plan_json(tmp_path, wf, NODUS_CONFIG=config)
+    assert any("reaches no stage" in w for w in doc["warnings"])
+    assert any(n.startswith("spending limits: $50.00 per UTC day") for n in doc["notes"])

@@ -367,8 +367,12 @@ def test_the_current_docker_context_names_the_engine(
     monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     assert swarm.connect().where == "tcp://10.0.0.5:2375"
+    from nodus_cli import engine
+
+    assert engine.connect().where == "tcp://10.0.0.5:2375"  # the local target: the same engine
     monkeypatch.setenv("DOCKER_HOST", "unix:///run/other.sock")  # DOCKER_HOST wins
     assert swarm.connect().where == "unix:///run/other.sock"
+    assert engine.connect().where == "unix:///run/other.sock"
 
 
 def test_job_mode_follows_the_engine_version(monkeypatch: pytest.MonkeyPatch) -> None:

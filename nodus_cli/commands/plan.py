@@ -26,7 +26,7 @@ from nodus_cli.catalog import Catalog
 from nodus_cli.output import Writer, gpu_text, money, plural
 from nodus_cli.planner import BASIS_RUNTIME, CHECKS, Candidate, Plan, StagePlan, plan_workload
 from nodus_cli.problems import NodusError
-from nodus_cli.workload import Requirements, Workload
+from nodus_cli.workload import Requirements, Result, Workload
 
 EXIT_NOTHING_ELIGIBLE = 3
 
@@ -35,6 +35,11 @@ EXIT_NOTHING_ELIGIBLE = 3
 
 def load_valid(file: str) -> Workload:
     """A valid workload, or an error that lists the file's problems like `nodus validate`."""
+    return _load(file).workload  # type: ignore[return-value]
+
+
+def _load(file: str) -> Result:
+    """The file's valid workload and its warnings (NodusError for a wrong one)."""
     from pathlib import Path
 
     from nodus_cli.workload import load_file
@@ -55,7 +60,7 @@ def load_valid(file: str) -> Workload:
             f"{file} is not a valid workload:\n{detail}",
             hint=f"nodus validate {file} shows every problem",
         )
-    return result.workload
+    return result
 
 
 def make_plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, str]:
@@ -65,15 +70,29 @@ def make_plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, s
 
 
 def _plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, inventory.Inventory]:
-    workload = load_valid(file)
+    checked = _load(file)
+    workload = checked.workload
+    assert workload is not None
     if target != "catalog":
-        return _plan_on_target(workload, target, catalog_path)
-    inv = inventory.for_target(target, catalog_path)
-    plan = plan_workload(workload, inv.offers, target=target, history=inv.history(workload))
-    if inv.catalog is not None:
-        warning = stale_warning(inv.catalog)
-        if warning:
-            plan.warnings.append(warning)
+        plan, inv = _plan_on_target(workload, target, catalog_path)
+    else:
+        inv = inventory.for_target(target, catalog_path)
+        plan = plan_workload(workload, inv.offers, target=target, history=inv.history(workload))
+        if inv.catalog is not None:
+            warning = stale_warning(inv.catalog)
+            if warning:
+                plan.warnings.append(warning)
+    # What validate warns about (a top-level GPU no stage receives, a literal secret) is
+    # said where the plan is read too.
+    plan.warnings[:0] = [
+        f"{file}:{p.line}: {p.loc}: {p.message}" if p.line else f"{file}: {p.loc}: {p.message}"
+        for p in checked.warnings
+    ]
+    from nodus_cli import limits
+
+    spending = limits.note()
+    if spending is not None:
+        plan.notes.append(spending)
     return plan, inv
 
 

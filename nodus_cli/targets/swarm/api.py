@@ -9,8 +9,6 @@ with the errors of :mod:`nodus_cli.engine`.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 from typing import Any
 
 from nodus_cli import engine
@@ -146,57 +144,8 @@ class SwarmApi(engine.Engine):
 
 def connect() -> SwarmApi:
     """The engine of ``DOCKER_HOST``, else of the current Docker context, else the socket."""
-    host, tls_dir = _context_endpoint()
-    return SwarmApi(host=host, tls=_context_tls(tls_dir) if tls_dir is not None else None)
-
-
-def _context_endpoint() -> tuple[str | None, str | None]:
-    """(host, TLS folder) of the current Docker context, when DOCKER_HOST does not say.
-
-    Read from the Docker CLI's own files (``docker context use`` writes them): the
-    context named by ``DOCKER_CONTEXT`` or by ``currentContext`` in config.json.
-    """
-    if os.environ.get("DOCKER_HOST"):
-        return None, None
-    config_dir = os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
-    name = os.environ.get("DOCKER_CONTEXT")
-    if not name:
-        try:
-            with open(os.path.join(config_dir, "config.json"), encoding="utf-8") as handle:
-                name = (json.load(handle) or {}).get("currentContext")
-        except (OSError, ValueError, AttributeError):
-            name = None
-    if not name or name == "default":
-        return None, None
-    import hashlib
-
-    digest = hashlib.sha256(name.encode()).hexdigest()
-    meta = os.path.join(config_dir, "contexts", "meta", digest, "meta.json")
-    try:
-        with open(meta, encoding="utf-8") as handle:
-            endpoint = json.load(handle)["Endpoints"]["docker"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise NodusError(
-            f"the current Docker context {name!r} cannot be read ({meta})",
-            hint="`docker context ls` lists the contexts; or set DOCKER_HOST",
-        ) from None
-    tls_dir = os.path.join(config_dir, "contexts", "tls", digest, "docker")
-    host = endpoint.get("Host")
-    if not host:
-        return None, None
-    return str(host), tls_dir if os.path.isdir(tls_dir) else None
-
-
-def _context_tls(folder: str) -> Any:
-    """The SDK's TLS settings from a context's folder: its CA, its client certificate."""
-    from docker.tls import TLSConfig
-
-    ca, cert, key = (os.path.join(folder, f) for f in ("ca.pem", "cert.pem", "key.pem"))
-    return TLSConfig(
-        client_cert=(cert, key) if os.path.exists(cert) and os.path.exists(key) else None,
-        ca_cert=ca if os.path.exists(ca) else None,
-        verify=True,
-    )
+    host, tls = engine.endpoint()
+    return SwarmApi(host=host, tls=tls)
 
 
 def manager_client() -> SwarmApi:

@@ -14,7 +14,8 @@ empty work folder of their own; the plan says so.
 
 What Swarm cannot do here, the plan says and the run refuses or warns: sharing a GPU by
 memory (Swarm reserves whole GPUs), copying the work folder back (``output_dir``: it
-stays on the node), bind mounts whose path a node lacks.
+lives on the node that ran the stage, and is removed there after the run), bind mounts
+whose path a node lacks.
 """
 
 from __future__ import annotations
@@ -161,9 +162,9 @@ class SwarmTarget(Target):
                 )
         if workload.output_dir:
             plan.notes.append(
-                "output_dir: on Swarm the work folder stays on the node that ran the stage; "
-                "nodus cannot copy it back (write results to storage the nodes share, e.g. a "
-                "mount)"
+                "output_dir: on Swarm the work folder lives on the node that ran the stage and "
+                "is removed there after the run; nodus cannot copy it back (write results to "
+                "storage the nodes share, e.g. a mount)"
             )
         for warning in self.warnings:
             plan.notes.append(f"warning: {warning}")
@@ -195,7 +196,9 @@ class SwarmTarget(Target):
         warnings = list(self.warnings)
         if workload.output_dir:
             warnings.append(
-                "output_dir is not copied back on Swarm: the work folder stays on its node"
+                "output_dir is not copied back on Swarm: the work folder lives on the node "
+                "that ran the stage and is removed there after the run; write results to "
+                "storage the nodes share"
             )
         first = plan.stages[0].selected
         return Preparation(
