@@ -249,12 +249,12 @@ def runs(
     top: Annotated[
         int,
         typer.Option(
-            "--top", metavar="N", min=0, help="How many runs to show, newest first (--json too)."
+            "--top", metavar="N", min=1, help="How many runs to show, newest first (--json too)."
         ),
     ] = 20,
     limit: Annotated[
         int | None,
-        typer.Option("--limit", "-n", hidden=True, min=0, help="The former name of --top."),
+        typer.Option("--limit", "-n", hidden=True, min=1, help="The former name of --top."),
     ] = None,
     wide: WideOpt = False,
     as_json: JsonOpt = False,

@@ -348,6 +348,7 @@ def test_runs_top_and_its_former_names(tmp_path: Path) -> None:
         assert len([line for line in listed.splitlines() if line.startswith("20")]) == 2
     helped = nodus(tmp_path, "runs", "--help").stdout
     assert "--top" in helped and "--limit" not in helped  # the former names still work
+    assert nodus(tmp_path, "runs", "--top", "0").returncode == 2  # not "no runs recorded"
 
 
 # -- JSON: a version in every document, numbers as documented -------------------------------
