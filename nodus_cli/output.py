@@ -17,7 +17,7 @@ import shutil
 import sys
 from collections.abc import Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -99,22 +99,31 @@ MIN_CELL = 8
 _ELLIPSIS = "…"
 
 
-def terminal_width() -> int | None:
-    """The width human output must fit, or None for no limit.
+def terminal_width(stream: TextIO | None = None) -> int | None:
+    """The width human output on ``stream`` (stdout) must fit, or None for no limit.
 
     COLUMNS when it is set (a test, a user's choice; :func:`shutil.get_terminal_size` reads
-    it first), else the terminal's width when stdout is one. When stdout is not a terminal
+    it first), else the terminal's width when the stream is one. When it is not a terminal
     and COLUMNS is unset the answer is None: a pipe or a file gets every value in full, so
     ``grep`` finds a machine ID that a terminal would show clipped.
     """
     columns = os.environ.get("COLUMNS", "").strip()
     if not (columns.isdigit() and int(columns) > 0):
         try:
-            if not sys.stdout.isatty():
+            if not (stream or sys.stdout).isatty():
                 return None
         except (AttributeError, ValueError):
             return None
     return max(shutil.get_terminal_size().columns, MIN_WIDTH)
+
+
+def stderr_line(text: str) -> None:
+    """A line for people on stderr (``nodus: …``), wrapped to the terminal like the
+    Writer's prose, so that notes around a fitted table fit too."""
+    width = terminal_width(sys.stderr)
+    lines = [text] if width is None else wrap(text, width)
+    sys.stderr.write("".join(line + "\n" for line in lines))
+    sys.stderr.flush()
 
 
 class Writer:

@@ -15,6 +15,7 @@ from nodus_cli.output import (
     display_width,
     money,
     plural,
+    stderr_line,
     terminal_width,
     use_colour,
     wrap,
@@ -173,3 +174,16 @@ def test_plural(count: int, shown: str) -> None:
     assert plural(count, "offer") == shown
     assert plural(count, "offer", grouped=True) == shown.replace("1234", "1,234")
     assert plural(1, "GPU model") == "1 GPU model"
+
+
+def test_notes_on_stderr_fit_the_terminal_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = "nodus: note: --catalog market.csv is not used by --target local (this machine)"
+    monkeypatch.setenv("COLUMNS", "40")
+    stderr_line(text)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and all(len(line) <= 40 for line in lines)
+    monkeypatch.delenv("COLUMNS")  # captured stderr is not a terminal: one line, in full
+    stderr_line(text)
+    assert capsys.readouterr().err == text + "\n"

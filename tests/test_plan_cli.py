@@ -527,7 +527,7 @@ def test_a_catalog_given_to_the_local_target_is_pointed_out(tmp_path: Path) -> N
         market(tmp_path),
     )
     assert_no_traceback(done)
-    assert "is not used by --target local" in done.stderr
+    assert "is not used by --target local" in " ".join(done.stderr.split())  # wrapped at 80
     assert json.loads(done.stdout)["target"] == "local"
 
 
@@ -552,6 +552,6 @@ def test_plan_says_what_validate_warns_about_and_the_spending_limits(tmp_path: P
     text = " ".join(done.stdout.split())
     assert f'{wf}:2: gpu: gpu = "H100" at the top level reaches no stage' in text
     assert "spending limits: $50.00 per UTC day" in text
-    code, doc = plan_json(tmp_path, wf, NODUS_CONFIG=config)
+    _, doc = plan_json(tmp_path, wf, NODUS_CONFIG=config)
     assert any("reaches no stage" in w for w in doc["warnings"])
     assert any(n.startswith("spending limits: $50.00 per UTC day") for n in doc["notes"])

@@ -17,13 +17,12 @@ and shown in the header (``limits`` in ``--json``).
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime
 from typing import Any
 
 from nodus_cli import catalog, cuda, inventory
 from nodus_cli.catalog import Catalog
-from nodus_cli.output import Writer, gpu_text, money, plural
+from nodus_cli.output import Writer, gpu_text, money, plural, stderr_line
 from nodus_cli.planner import BASIS_RUNTIME, CHECKS, Candidate, Plan, StagePlan, plan_workload
 from nodus_cli.problems import NodusError
 from nodus_cli.workload import Requirements, Result, Workload
@@ -163,9 +162,9 @@ def run(
     wide: bool = False,
 ) -> int:
     if catalog_path and target == "local":
-        sys.stderr.write(
+        stderr_line(
             f"nodus: note: --catalog {catalog_path} is not used by --target local (this "
-            "machine); --target catalog plans against it\n"
+            "machine); --target catalog plans against it"
         )
     plan, inv = _plan(file, target, catalog_path)
     source = inv.describe()

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from nodus_cli.errors import UsageError
-from nodus_cli.output import Writer, emit_json, money, safe
+from nodus_cli.output import Writer, emit_json, money, safe, stderr_line
 from nodus_cli.records import LogLine, RunRecord, RunStore, StageStatus, StoreError
 
 _COLOURS = {
@@ -38,8 +38,8 @@ def _store(catalog: str | None = None) -> RunStore:
     from nodus_cli.reconcile import reconcile
 
     store = RunStore.open()
-    for note in reconcile(store, catalog):
-        print(f"nodus: {safe(note)}", file=sys.stderr, flush=True)
+    for found in reconcile(store, catalog):
+        stderr_line(f"nodus: {safe(found)}")
     return store
 
 
@@ -274,7 +274,7 @@ def _logs_without_records(
     chosen = [i for i in ids if run_id is None or i.startswith(run_id)]
     if not chosen:
         raise error
-    print(f"nodus: warning: {safe(error.message)}; showing the log file alone", file=sys.stderr)
+    stderr_line(f"nodus: warning: {safe(error.message)}; showing the log file alone")
     lines, _ = store.read_log(chosen[0])
     shown = _filter(lines, stage, item)
     if tail is not None:
@@ -300,7 +300,7 @@ def stop_runs(run_ids: list[str], as_json: bool) -> int:
             unknown = True
             results.append({"id": run_id, "result": "unknown", "message": exc.message})
             if not as_json:
-                print(f"nodus: error: {safe(exc.message)}", file=sys.stderr)
+                stderr_line(f"nodus: error: {safe(exc.message)}")
             continue
         stopped = stopped or result.result == Stopped.STOPPED
         results.append(
@@ -312,7 +312,7 @@ def stop_runs(run_ids: list[str], as_json: bool) -> int:
             }
         )
         if not as_json:
-            print(f"nodus: {safe(result.message)}", file=sys.stderr)
+            stderr_line(f"nodus: {safe(result.message)}")
     if as_json:
         emit_json({"version": 1, "runs": results})
     if unknown:
