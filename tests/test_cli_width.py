@@ -384,6 +384,8 @@ def test_plan_gpus_and_catalog_json_carry_a_version(tmp_path: Path) -> None:
     assert one["offers"] and all(floats(o, *OFFER_FLOATS) is None for o in one["offers"])
     versioned(nodus(tmp_path, "catalog", "--json"))
     versioned(nodus(tmp_path, "catalog", "--json", "--catalog", cat))
+    checked = versioned(nodus(tmp_path, "validate", wf, "--json"))
+    assert checked["valid"] is True
 
 
 def test_catalog_update_json_carries_a_version(tmp_path: Path) -> None:
@@ -489,10 +491,16 @@ def test_the_json_page_parses_and_matches_what_the_commands_print(tmp_path: Path
     assert len(blocks) >= 15
     documents = [b for b in blocks if "version" in b]
     assert all(b["version"] == 1 and next(iter(b)) == "version" for b in documents)
-    # The documented top-level fields of plan, gpus and catalog are the ones printed.
+    # The documented top-level fields of plan, gpus, catalog and validate are the ones printed.
     cat = market(tmp_path)
     wf = workload(tmp_path, 'gpu = "A100"\ngpu_count = 8\n')
-    for args in (["plan", wf, "--catalog", cat], ["gpus"], ["gpus", "A100"], ["catalog"]):
+    for args in (
+        ["plan", wf, "--catalog", cat],
+        ["gpus"],
+        ["gpus", "A100"],
+        ["catalog"],
+        ["validate", wf],
+    ):
         printed = set(versioned(nodus(tmp_path, *args, "--json")))
         assert any(set(b) == printed for b in documents), args
 
