@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from nodus_cli import gpus
+from nodus_cli.output import plural
 from nodus_cli.problems import NodusError
 
 REQUIRED_COLUMNS = (
@@ -331,7 +332,7 @@ def load_user_catalog(path: Path) -> Catalog:
         shown = "\n".join(problems[:20])
         more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
         raise CatalogError(
-            f"the catalog {path} has {len(problems)} bad row(s):\n{shown}{more}",
+            f"the catalog {path} has {plural(len(problems), 'bad row')}:\n{shown}{more}",
             hint="fix or remove these rows (columns: " + ",".join(REQUIRED_COLUMNS) + ")",
         )
     try:

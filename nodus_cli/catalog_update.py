@@ -28,6 +28,7 @@ from nodus_cli import catalog, catalog_sources, catalog_store, collector, skypil
 from nodus_cli.catalog import Cells, Offer
 from nodus_cli.catalog_sources import Fetched, Source, SourceError, Validators
 from nodus_cli.catalog_store import StoredSource
+from nodus_cli.output import plural
 
 if TYPE_CHECKING:
     import httpx
@@ -132,7 +133,7 @@ def parse(source: Source, body: bytes) -> Parsed:
     if not parsed.rows:
         why = []
         if parsed.bad_count:
-            why.append(f"{parsed.bad_count} bad row(s)")
+            why.append(plural(parsed.bad_count, "bad row"))
         if parsed.dropped:
             why.append(f"{parsed.dropped} without an on-demand price")
         why += [f"{n} {reason}" for reason, n in sorted(parsed.skipped.items())]

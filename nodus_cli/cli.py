@@ -212,6 +212,7 @@ def run(
         ),
     ] = None,
     top: Annotated[int, typer.Option(help="Candidates shown per stage with --dry-run.")] = 5,
+    wide: WideOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the workload: each stage as a container with exactly the GPUs asked for."""
@@ -219,7 +220,7 @@ def run(
     if dry_run:  # plans against the target `run` would use
         from nodus_cli.commands import plan as planning
 
-        raise typer.Exit(planning.run(file, chosen, catalog, top, as_json))
+        raise typer.Exit(planning.run(file, chosen, catalog, top, as_json, wide=wide))
     from nodus_cli.commands import run as command
 
     raise typer.Exit(command.run(file, chosen, catalog, detach, retries, as_json, env, output))

@@ -40,6 +40,7 @@ from typing import Any, overload
 
 from nodus_cli import collector, cuda, gpus, locations
 from nodus_cli.catalog import Offer
+from nodus_cli.output import plural
 from nodus_cli.workload import Requirements, Stage, Workload
 
 #: The order in which requirements are checked (and the keys of ``excluded``).
@@ -548,7 +549,8 @@ def fanout(stage: Stage, offer: Offer, budget: float | None) -> dict[str, Any]:
 def _fanout_words(f: dict[str, Any]) -> str:
     text = (
         f"fan-out: {f['items']} items, {f['parallel']} at once; one machine hosts "
-        f"{f['tasks_per_machine']} task(s), so that takes {f['machines_needed']} machine(s); "
+        f"{plural(f['tasks_per_machine'], 'task')}, so that takes "
+        f"{plural(f['machines_needed'], 'machine')}; "
         f"${f['price_per_task_hour']:,.4f} per task-hour"
     )
     if f["budget_task_hours"] is not None:
@@ -607,8 +609,10 @@ def _note_unknown_sizes(
                 if req.memory_gb and any(o.memory_gb < req.memory_gb for o in only):
                     asked.append(f"memory_gb = {req.memory_gb:g}")
                 who = ", ".join(f"{n} {s}" for s, n in sorted(by_supplier.items()))
+                total = sum(by_supplier.values())
                 result.notes.append(
-                    f"{who} configuration(s) were excluded only because their size is "
+                    f"{who} {'configuration was' if total == 1 else 'configurations were'} "
+                    "excluded only because their size is "
                     f"unknown: they list {low} as a minimum, below {' and '.join(asked)}, "
                     "and may be larger"
                 )
@@ -668,7 +672,9 @@ def _describe_removed(
         for row in rows:
             result.notes.append(
                 f"image {stage.image} declares {cuda.shown(filters.cuda)}: excluded "
-                f"{row['configurations']} {row['gpu']} configuration(s): {row['reason']}"
+                f"{row['configurations']} {row['gpu']} "
+                f"{'configuration' if row['configurations'] == 1 else 'configurations'}: "
+                f"{row['reason']}"
             )
 
 

@@ -149,7 +149,7 @@ def test_bad_rows_are_reported_with_their_line_numbers(tmp_path: Path) -> None:
     with pytest.raises(CatalogError) as caught:
         catalog.load_user_catalog(path)
     message = caught.value.message
-    assert "9 bad row(s)" in message
+    assert "9 bad rows" in message
     for line, words in [
         (3, "price_per_hour is not a number: 'abc'"),
         (4, "unknown GPU 'Z9000'"),
@@ -206,7 +206,7 @@ def test_many_bad_rows_are_summarized(tmp_path: Path) -> None:
     rows = "".join(f"aws,m{i},H100,1,80,8,32,us,nan?,,x86_64\n" for i in range(30))
     with pytest.raises(CatalogError) as caught:
         catalog.load_user_catalog(write_catalog(tmp_path, rows))
-    assert "30 bad row(s)" in caught.value.message
+    assert "30 bad rows" in caught.value.message
     assert "... and 10 more" in caught.value.message
 
 

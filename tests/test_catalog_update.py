@@ -323,7 +323,7 @@ def test_a_source_with_nothing_usable_fails(tmp_path: Path, server: CatalogServe
     server.routes[ACME] = Route(bad.encode(), etag='"bad"')
     done = nodus(tmp_path, "catalog", "update", server.url(ACME))
     assert done.returncode == 1
-    assert f"source acme ({server.url(ACME)}) gave nothing usable (1 bad row(s))" in done.stderr
+    assert f"source acme ({server.url(ACME)}) gave nothing usable (1 bad row)" in done.stderr
     assert f"acme {server.url(ACME)}:2: price_per_hour is not a number" in done.stderr
     assert snapshot(tmp_path) == before
 

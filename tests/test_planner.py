@@ -481,14 +481,14 @@ def test_above_a_minimum_the_size_is_unknown_and_the_offer_excluded(tmp_path: Pa
     assert excluded(s) == {"cpu": 3}
     (note,) = [n for n in s.notes if "size is unknown" in n]
     assert note == (
-        "2 vast configuration(s) were excluded only because their size is unknown: they list "
+        "2 vast configurations were excluded only because their size is unknown: they list "
         "32 vCPU / 64 GB as a minimum, below cpu = 48, and may be larger"
     )
     # Excluded by something else as well (location): not "only because" of the size.
     text = 'gpu = "H100"\n[requirements]\ncpu = 48\nlocation = "us"'
     s = stage(tmp_path, VAST, text)
     (note,) = [n for n in s.notes if "size is unknown" in n]
-    assert note.startswith("1 vast configuration(s)")
+    assert note.startswith("1 vast configuration was")
 
 
 # -- the configured price ceiling ----------------------------------------------------------------
@@ -812,7 +812,7 @@ four,l4x4,L4,4,24,32,128,us-east-1,3.20,,x86_64,
         "price_per_task_hour": 0.8,
         "budget_task_hours": 10.0,
     }
-    assert any("one machine hosts 4 task(s), so that takes 2 machine(s)" in n for n in s.notes)
+    assert any("one machine hosts 4 tasks, so that takes 2 machines" in n for n in s.notes)
     assert any(
         "the budget covers every item: 10.00 task-hours, 3,600 s per item" in n for n in s.notes
     )

@@ -585,13 +585,13 @@ class LocalTarget(Target):
             ctx.say(f"{label}: GPUs used: {detail}")
         if report.idle:
             ctx.say(
-                f"warning: {label}: GPU(s) {', '.join(report.idle)} stayed idle (no "
+                f"warning: {label}: {_gpus(report.idle)} stayed idle (no "
                 "utilization, no memory allocated): a request is not proof of use; check that "
                 "the program sees them (CUDA_VISIBLE_DEVICES, the framework's device)"
             )
         if report.unsampled:
             ctx.say(
-                f"{label}: no usable reading for GPU(s) {', '.join(report.unsampled)} (it "
+                f"{label}: no usable reading for {_gpus(report.unsampled)} (it "
                 "ended before the first sample, or the driver reports N/A)"
             )
 
@@ -714,7 +714,13 @@ def _lost(exc: BaseException) -> str:
 
 def _holders(matching: list[localhost.LocalGpu], held: dict[str, _Holding]) -> str:
     runs = sorted({r for g in matching for r in (held.get(g.uuid, _Holding()).runs or ())})
-    return f"held by nodus run(s) {', '.join(runs)}" if runs else "none held by nodus"
+    if not runs:
+        return "none held by nodus"
+    return f"held by nodus {'run' if len(runs) == 1 else 'runs'} {', '.join(runs)}"
+
+
+def _gpus(uuids: list[str]) -> str:
+    return f"{'GPU' if len(uuids) == 1 else 'GPUs'} {', '.join(uuids)}"
 
 
 def _float(text: str | None) -> float | None:

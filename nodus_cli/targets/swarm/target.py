@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from nodus_cli import engine
 from nodus_cli.containers import LABEL_RUN, spec_for
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.output import plural
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
@@ -545,7 +546,8 @@ class SwarmTarget(Target):
             if req.wants_gpu:
                 free = sum(n.free_gpus for n in usable if n.gpu == (req.gpu or n.gpu))
                 return (
-                    f"{head}{said}: every node that can run it is busy ({free} matching GPU(s) "
+                    f"{head}{said}: every node that can run it is busy "
+                    f"({plural(free, 'matching GPU')} "
                     "free now); tasks start as others finish." + tail
                 )
             return f"{head}{said}: waiting for Swarm to place it." + tail
@@ -580,7 +582,8 @@ class SwarmTarget(Target):
             if here.free_gpus < req.gpu_count:
                 best = max(matching, key=lambda n: (n.free_gpus, n.gpus), default=here)
                 return (
-                    f"{head}{said}: it needs {req.gpu_count} free {here.gpu} GPU(s) and no "
+                    f"{head}{said}: it needs {req.gpu_count} free {here.gpu} "
+                    f"{'GPU' if req.gpu_count == 1 else 'GPUs'} and no "
                     f"node has them now; the largest matching capacity is {best.free_gpus} free "
                     f"of {best.gpus} on {best.key} (the rest are reserved by other tasks)." + tail
                 )
