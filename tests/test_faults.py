@@ -118,6 +118,8 @@ class Proxy:
         self.path = path
         self.server: socket.socket | None = None
         self.conns: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.accepting: threading.Thread | None = None
 
     def start(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -126,7 +128,8 @@ class Proxy:
         server.bind(str(self.path))
         server.listen(64)
         self.server = server
-        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+        self.accepting = threading.Thread(target=self._accept, args=(server,), daemon=True)
+        self.accepting.start()
 
     def _accept(self, server: socket.socket) -> None:
         while True:
@@ -136,7 +139,12 @@ class Proxy:
                 return
             upstream = socket.socket(socket.AF_UNIX)
             upstream.connect(ENGINE)
-            self.conns += [client, upstream]
+            with self.lock:
+                if self.server is not server:  # cut while this one was being accepted
+                    for s in (client, upstream):
+                        s.close()
+                    return
+                self.conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
@@ -153,14 +161,18 @@ class Proxy:
                     s.shutdown(socket.SHUT_RDWR)
 
     def cut(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            self.server = None
-        for s in self.conns:
+        """Every connection dropped at once; nothing accepted until :meth:`start`."""
+        with self.lock:
+            server, self.server = self.server, None
+            conns, self.conns = self.conns, []
+        if server is not None:
+            server.close()
+        if self.accepting is not None:
+            self.accepting.join(timeout=5)
+        for s in conns:
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
             s.close()
-        self.conns = []
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
