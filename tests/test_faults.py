@@ -166,6 +166,8 @@ class Proxy:
             server, self.server = self.server, None
             conns, self.conns = self.conns, []
         if server is not None:
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_RDWR)  # wakes the accept() under way (Linux)
             server.close()
         if self.accepting is not None:
             self.accepting.join(timeout=5)
