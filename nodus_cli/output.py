@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
 from collections.abc import Sequence
 from functools import cache
@@ -114,6 +113,8 @@ def terminal_width(stream: TextIO | None = None) -> int | None:
                 return None
         except (AttributeError, ValueError):
             return None
+    import shutil  # only here: `nodus validate` imports this module and never needs it
+
     return max(shutil.get_terminal_size().columns, MIN_WIDTH)
 
 
