@@ -12,15 +12,16 @@ import importlib
 from typing import TYPE_CHECKING
 
 from nodus_cli.errors import UsageError
-from nodus_cli.targets.base import TargetName
 
 if TYPE_CHECKING:
     from nodus_cli.records import RunStore
     from nodus_cli.targets.base import Target
 
+#: Plain names, so that reading the registry (every ``--target`` option does) imports no
+#: target code at all.
 REGISTRY: dict[str, str] = {
-    TargetName.LOCAL: "nodus_cli.targets.local:LocalTarget",
-    TargetName.SWARM: "nodus_cli.targets.swarm:SwarmTarget",
+    "local": "nodus_cli.targets.local:LocalTarget",
+    "swarm": "nodus_cli.targets.swarm:SwarmTarget",
 }
 
 
