@@ -7,9 +7,13 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from nodus_cli.targets.swarm.api import SwarmApi
+
+Stream = Literal["stdout", "stderr"]
+#: A multiplexed frame's stream (its header's first byte), as the run's log names it.
+_STREAMS: dict[int, Stream] = {1: "stdout", 2: "stderr"}
 
 
 class LogFollower:
@@ -22,21 +26,23 @@ class LogFollower:
     frame shown, and shows what the live stream had not delivered: none lost, none shown
     twice. The two reads need not agree on the order of stdout and stderr lines written
     within a few milliseconds of each other, so the frames are matched by content
-    (each carries its nanosecond timestamp), not by position.
+    (each carries its nanosecond timestamp), not by position. For the same reason an
+    unterminated line is kept per stream: a stdout line still open when stderr lines
+    arrive is not glued to them.
     """
 
     #: Seconds before the newest frame shown live from which the final read starts.
     OVERLAP = 2.0
 
-    def __init__(self, api: SwarmApi, service_id: str, emit: Callable[[str], None]) -> None:
+    def __init__(self, api: SwarmApi, service_id: str, emit: Callable[[Stream, str], None]) -> None:
         self.api = api
         self.service_id = service_id
         self.emit = emit
         self.lock = threading.Lock()
         self.closed = False
-        self.partial = b""
+        self.partial: dict[int, bytes] = {}  # per stream: the line not ended yet
         self.newest: int | None = None  # nanoseconds since the epoch
-        self.recent: deque[tuple[int, bytes]] = deque()
+        self.recent: deque[tuple[int, tuple[int, bytes]]] = deque()
         self.stream: Any = None  # the follow stream, once open
         self.thread: threading.Thread | None = None
 
@@ -52,33 +58,34 @@ class LogFollower:
                     stream.close()
                     return
                 self.stream = stream
-            for _, frame in stream:
+            for kind, frame in stream:
                 with self.lock:
                     if self.closed:
                         return
-                    self._remember(frame)
-                    self._take(frame)
+                    self._remember(kind, frame)
+                    self._take(kind, frame)
         except Exception:  # closed under it, or refused: finish() completes the output
             return
 
-    def _remember(self, frame: bytes) -> None:
+    def _remember(self, kind: int, frame: bytes) -> None:
         stamp = _nanoseconds(frame.partition(b" ")[0])
         if stamp is None:
             return
         if self.newest is None or stamp > self.newest:
             self.newest = stamp
-        self.recent.append((stamp, frame))
+        self.recent.append((stamp, (kind, frame)))
         horizon = self.newest - int(self.OVERLAP * 1e9)
         while self.recent and self.recent[0][0] < horizon:
             self.recent.popleft()
 
-    def _take(self, frame: bytes) -> None:
+    def _take(self, kind: int, frame: bytes) -> None:
         # "2024-05-01T10:00:00.123456789Z text": drop the timestamp, keep partial lines.
         _stamp, sep, text = frame.partition(b" ")
-        self.partial += text if sep else frame
-        *lines, self.partial = self.partial.split(b"\n")
+        *lines, self.partial[kind] = (self.partial.get(kind, b"") + (text if sep else frame)).split(
+            b"\n"
+        )
         for line in lines:
-            self.emit(line.decode("utf-8", "replace"))
+            self.emit(_STREAMS.get(kind, "stdout"), line.decode("utf-8", "replace"))
 
     def finish(self, complete: bool = True) -> None:
         """Stop following; with ``complete``, show what the live stream had not shown."""
@@ -97,23 +104,24 @@ class LogFollower:
             if self.newest is not None:
                 start = self.newest - int(self.OVERLAP * 1e9)
                 since = f"{start // 1_000_000_000}.{start % 1_000_000_000:09d}"
-            shown = Counter(frame for _, frame in self.recent)
+            shown = Counter(framed for _, framed in self.recent)
             try:
                 final = self.api.service_logs(self.service_id, follow=False, since=since)
                 try:
-                    for _, frame in final:
-                        if shown[frame] > 0:
-                            shown[frame] -= 1
+                    for kind, frame in final:
+                        if shown[(kind, frame)] > 0:
+                            shown[(kind, frame)] -= 1
                         else:
-                            self._take(frame)
+                            self._take(kind, frame)
                 finally:
                     with contextlib.suppress(Exception):
                         final.close()
             except Exception as exc:
-                self.emit(f"[nodus: the rest of the output is not available: {exc}]")
-        if self.partial:
-            self.emit(self.partial.decode("utf-8", "replace"))
-            self.partial = b""
+                self.emit("stderr", f"[nodus: the rest of the output is not available: {exc}]")
+        partial, self.partial = self.partial, {}
+        for kind, rest in sorted(partial.items()):
+            if rest:
+                self.emit(_STREAMS.get(kind, "stdout"), rest.decode("utf-8", "replace"))
 
 
 def _nanoseconds(stamp: bytes) -> int | None:

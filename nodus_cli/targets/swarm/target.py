@@ -353,9 +353,7 @@ class SwarmTarget(Target):
                     running = True
                     ran_on = self._node_of(doc) or node
                     ctx.started(self._started(task, doc, ran_on))
-                    follower = LogFollower(
-                        self.api, service_id, lambda line: ctx.emit("stdout", line)
-                    )
+                    follower = LogFollower(self.api, service_id, ctx.emit)
                     if state not in ("complete", "failed"):
                         follower.start()
                 if state in TERMINAL:
