@@ -439,22 +439,32 @@ def parse_row(row: Mapping[str, str | None]) -> Offer | None:
 
 def mapping_values(row: Mapping[str, str | None]) -> OfferValues | None:
     """:func:`row_values` of a row given as column name -> cell."""
+    return row_values(*row_arguments(row))
+
+
+#: The parameters of :func:`row_values` and :func:`row_cells`, in order.
+ROW_ARGUMENTS = (
+    "supplier",
+    "machine_id",
+    "region",
+    "gpu",
+    "gpu_count",
+    "gpu_memory_gb",
+    "vcpus",
+    "memory_gb",
+    "price_per_hour",
+    "spot_price_per_hour",
+    "arch",
+    "disk_gb",
+    "host_size",
+)
+
+
+def row_arguments(row: Mapping[str, str | None]) -> list[str]:
+    """A row given as column name -> cell, as the arguments of :func:`row_values` (a
+    missing or empty column is "")."""
     g = row.get
-    return row_values(
-        g("supplier") or "",
-        g("machine_id") or "",
-        g("region") or "",
-        g("gpu") or "",
-        g("gpu_count") or "",
-        g("gpu_memory_gb") or "",
-        g("vcpus") or "",
-        g("memory_gb") or "",
-        g("price_per_hour") or "",
-        g("spot_price_per_hour") or "",
-        g("arch") or "",
-        g("disk_gb") or "",
-        g("host_size") or "",
-    )
+    return [g(name) or "" for name in ROW_ARGUMENTS]
 
 
 def row_values(

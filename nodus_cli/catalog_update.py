@@ -157,26 +157,11 @@ def _format_hint(source: Source) -> str:
 def _validate_mappings(
     source: Source, rows: Sequence[tuple[int, dict[str, str]]], parsed: Parsed
 ) -> None:
-    row_cells = catalog.row_cells
+    row_cells, arguments = catalog.row_cells, catalog.row_arguments
     kept = parsed.rows
     for line, row in rows:
-        g = row.get
         try:
-            values = row_cells(
-                g("supplier") or "",
-                g("machine_id") or "",
-                g("region") or "",
-                g("gpu") or "",
-                g("gpu_count") or "",
-                g("gpu_memory_gb") or "",
-                g("vcpus") or "",
-                g("memory_gb") or "",
-                g("price_per_hour") or "",
-                g("spot_price_per_hour") or "",
-                g("arch") or "",
-                g("disk_gb") or "",
-                g("host_size") or "",
-            )
+            values = row_cells(*arguments(row))
         except ValueError as exc:
             _bad(source, parsed, line, str(exc))
             continue

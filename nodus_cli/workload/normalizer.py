@@ -51,7 +51,7 @@ from nodus_cli.workload.model import (
     Stage,
     Workload,
 )
-from nodus_cli.workload.runkeys import MAP_KEYS, RunKeys, Where, clip, toml
+from nodus_cli.workload.runkeys import MAP_KEYS, NUL_CHARACTER, RunKeys, Where, clip, toml
 
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _WHITESPACE = re.compile(r"\s")
@@ -760,7 +760,7 @@ class _Normalizer(RunKeys):
             self.error(key, f"must not be empty; write a value or omit {name}")
             return None
         if "\x00" in raw:
-            self.error(key, "must not contain a NUL character (\\u0000)")
+            self.error(key, NUL_CHARACTER)
             return None
         return raw
 

@@ -26,6 +26,9 @@ from nodus_cli.workload import environment
 from nodus_cli.workload.hints import MAX_NAME
 from nodus_cli.workload.model import MAX_MAP_ITEMS, RESERVED_ENV, MapSpec, Mount, Port, Protocol
 
+#: The error for a string with a NUL character (no process argument or path can hold one).
+NUL_CHARACTER = "must not contain a NUL character (\\u0000)"
+
 #: A file reports at most this many errors, and as many warnings; the rest are counted in
 #: one last problem.
 MAX_PROBLEMS = 1000
@@ -119,7 +122,7 @@ class RunKeys:
                 self.error(key, empty)
                 return None, False
             if "\x00" in raw:
-                self.error(key, "must not contain a NUL character (\\u0000)")
+                self.error(key, NUL_CHARACTER)
                 return None, False
             return [_SHELL, "-c", raw], True
         if isinstance(raw, list):
@@ -171,7 +174,7 @@ class RunKeys:
                     (*key, index), f"every argument must be a string: write {toml(arg, True)}"
                 )
             else:
-                self.error((*key, index), "must not contain a NUL character (\\u0000)")
+                self.error((*key, index), NUL_CHARACTER)
         return list(raw) if ok else None
 
     def shell_and_entrypoint(
@@ -234,7 +237,7 @@ class RunKeys:
                 self.error(path, f'must be a string: write {name} = "{value}"')
                 continue
             if isinstance(value, str) and "\x00" in value:
-                self.error(path, "must not contain a NUL character (\\u0000)")
+                self.error(path, NUL_CHARACTER)
                 continue
             text = value if isinstance(value, str) else str(value)
             if not self._env_value(name, text, path):
@@ -272,13 +275,16 @@ class RunKeys:
 
     # -- paths -----------------------------------------------------------------------
 
-    def host_path(self, raw: str) -> str | None:
+    def host_path(self, raw: str, key: Key) -> str | None:
         """A host path as written, absolute: ``~`` is the home folder, a relative path is
-        relative to ``base_dir``. None when ``~user`` names no user."""
+        relative to ``base_dir``. None, reported at ``key``, when ``~user`` names no user."""
         text = raw
         if text.startswith("~"):
             text = os.path.expanduser(text)
             if text.startswith("~"):
+                self.error(
+                    key, f'"{clip(raw)}" starts with an unknown user\'s ~: write the full path'
+                )
                 return None
         return os.path.normpath(os.path.join(self.base_dir, text))
 
@@ -293,11 +299,10 @@ class RunKeys:
             self.error(key, 'is empty: write a folder, e.g. output_dir = "out", or omit it')
             return None
         if "\x00" in raw:
-            self.error(key, "must not contain a NUL character (\\u0000)")
+            self.error(key, NUL_CHARACTER)
             return None
-        path = self.host_path(raw)
+        path = self.host_path(raw, key)
         if path is None:
-            self.error(key, f'"{clip(raw)}" starts with an unknown user\'s ~: write the full path')
             return None
         if os.path.isfile(path):
             self.error(
@@ -345,7 +350,7 @@ class RunKeys:
             )
             return None
         if "\x00" in item:
-            self.error(key, "must not contain a NUL character (\\u0000)")
+            self.error(key, NUL_CHARACTER)
             return None
         shown = clip(item)
         parts = item.split(":")
@@ -417,12 +422,7 @@ class RunKeys:
             )
             return None
         if "/" in source or source in (".", "..") or source.startswith("~"):
-            path = self.host_path(source)
-            if path is None:
-                self.error(
-                    key, f'"{clip(source)}" starts with an unknown user\'s ~: write the full path'
-                )
-            return path
+            return self.host_path(source, key)
         if _VOLUME_NAME.fullmatch(source) is None:
             self.error(
                 key,
@@ -725,11 +725,10 @@ class RunKeys:
             )
             return None
         if "\x00" in raw:
-            self.error(key, "must not contain a NUL character (\\u0000)")
+            self.error(key, NUL_CHARACTER)
             return None
-        path = self.host_path(raw)
+        path = self.host_path(raw, key)
         if path is None:
-            self.error(key, f'"{clip(raw)}" starts with an unknown user\'s ~: write the full path')
             return None
         named = f'"{clip(raw)}" ({path})'
         try:
