@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from nodus_cli.output import Writer, emit_json, money, safe
+from nodus_cli.output import Writer, clipped, emit_json, money, safe
 from nodus_cli.records import RunStore
 from nodus_cli.spending import GroupSpend, PeriodSpend, Report, report
 
@@ -32,8 +32,7 @@ def run(as_json: bool) -> int:
 
 
 def _clip(text: str, width: int = _NAME) -> str:
-    text = safe(text, newlines=False)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return clipped(safe(text, newlines=False), width)
 
 
 def _percent(value: float | None) -> str:
