@@ -244,6 +244,7 @@ class Runner:
         self._fatal: BaseException | None = None
         self._is_running = False
         self._cost_saved = 0.0
+        self._cost_written = record.cost  # what the record holds: a free run is not rewritten
         self._stop_checked = 0.0
         self._log = store.log_writer(record.id)
         self._write = threading.RLock()  # re-entrant: a signal may land mid-write
@@ -751,7 +752,10 @@ class Runner:
                 self._start_halt("budget", spent)
         if now - self._cost_saved >= COST_EVERY:
             self._cost_saved = now
-            self._store(self.store.update_cost, self.record.id, self.cost_now())
+            cost = self.cost_now()
+            if cost != self._cost_written:
+                self._cost_written = cost
+                self._store(self.store.update_cost, self.record.id, cost)
         if now - self._stop_checked >= 1.0 and self._halt is None:
             self._stop_checked = now
             if self._stop_was_requested():
