@@ -29,7 +29,7 @@ Adding a target is one module implementing this class plus one line in
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -130,13 +130,45 @@ class TaskEnd:
     gpu_report: dict[str, Any] | None = None
 
 
+#: A task's output stream, as the run's log names it.
+OutputStream = Literal["stdout", "stderr"]
+
+
+class OutputLines:
+    """A task's output bytes, cut into lines for :meth:`TaskContext.emit`.
+
+    An engine multiplexes the two streams in frames (stream 1 stdout, 2 stderr) that
+    need not end on a line: an unterminated line waits per stream, so a stdout line
+    still open when stderr frames arrive is not glued to them. :meth:`flush` shows
+    what is left once the output has ended.
+    """
+
+    def __init__(self, emit: Callable[[OutputStream, str], None]) -> None:
+        self.emit = emit
+        self.pending: dict[int, bytes] = {}
+
+    def feed(self, kind: int, data: bytes) -> None:
+        """Frame bytes of stream ``kind`` (1 stdout, 2 stderr)."""
+        *lines, self.pending[kind] = (self.pending.get(kind, b"") + data).split(b"\n")
+        stream: OutputStream = "stderr" if kind == 2 else "stdout"
+        for line in lines:
+            self.emit(stream, line.decode("utf-8", "replace"))
+
+    def flush(self) -> None:
+        """Show each stream's unterminated last line."""
+        pending, self.pending = self.pending, {}
+        for kind, rest in sorted(pending.items()):
+            if rest:
+                self.emit("stderr" if kind == 2 else "stdout", rest.decode("utf-8", "replace"))
+
+
 class TaskContext(Protocol):
     """What the driver hands a running task; every method is thread-safe."""
 
     def say(self, message: str) -> None:
         """A status line (shown, and kept in the log as stream ``nodus``)."""
 
-    def emit(self, stream: Literal["stdout", "stderr"], text: str) -> None:
+    def emit(self, stream: OutputStream, text: str) -> None:
         """One line of the task's output (without its newline)."""
 
     def submitted(self, note: str | None = None) -> None:

@@ -52,6 +52,7 @@ from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
+    OutputLines,
     Preparation,
     Started,
     Target,
@@ -552,20 +553,15 @@ class LocalTarget(Target):
             )
 
     def _stream(self, cid: str, task: Task, ctx: TaskContext) -> None:
-        pending: dict[int, bytes] = {}
+        lines = OutputLines(ctx.emit)
         try:
             for kind, data in self.docker().logs(cid):
-                buffer = pending.get(kind, b"") + data
-                *lines, pending[kind] = buffer.split(b"\n")
-                for line in lines:
-                    ctx.emit("stderr" if kind == 2 else "stdout", line.decode("utf-8", "replace"))
+                lines.feed(kind, data)
         except engine.EngineFailure as exc:  # the container went away mid-stream
             if not self._stopped(task):
                 ctx.emit("stderr", f"[nodus: output stream ended: {type(exc).__name__}]")
         finally:
-            for kind, rest in pending.items():
-                if rest:
-                    ctx.emit("stderr" if kind == 2 else "stdout", rest.decode("utf-8", "replace"))
+            lines.flush()
 
     def _report_usage(self, task: Task, ctx: TaskContext, report: UsageReport) -> None:
         label = _label(task)

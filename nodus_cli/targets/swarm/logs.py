@@ -7,13 +7,10 @@ import threading
 from collections import Counter, deque
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
+from nodus_cli.targets.base import OutputLines, OutputStream
 from nodus_cli.targets.swarm.api import SwarmApi
-
-Stream = Literal["stdout", "stderr"]
-#: A multiplexed frame's stream (its header's first byte), as the run's log names it.
-_STREAMS: dict[int, Stream] = {1: "stdout", 2: "stderr"}
 
 
 class LogFollower:
@@ -26,21 +23,22 @@ class LogFollower:
     frame shown, and shows what the live stream had not delivered: none lost, none shown
     twice. The two reads need not agree on the order of stdout and stderr lines written
     within a few milliseconds of each other, so the frames are matched by content
-    (each carries its nanosecond timestamp), not by position. For the same reason an
-    unterminated line is kept per stream: a stdout line still open when stderr lines
-    arrive is not glued to them.
+    (each carries its nanosecond timestamp), not by position; and lines are cut per
+    stream (:class:`OutputLines`).
     """
 
     #: Seconds before the newest frame shown live from which the final read starts.
     OVERLAP = 2.0
 
-    def __init__(self, api: SwarmApi, service_id: str, emit: Callable[[Stream, str], None]) -> None:
+    def __init__(
+        self, api: SwarmApi, service_id: str, emit: Callable[[OutputStream, str], None]
+    ) -> None:
         self.api = api
         self.service_id = service_id
         self.emit = emit
         self.lock = threading.Lock()
         self.closed = False
-        self.partial: dict[int, bytes] = {}  # per stream: the line not ended yet
+        self.lines = OutputLines(emit)
         self.newest: int | None = None  # nanoseconds since the epoch
         self.recent: deque[tuple[int, tuple[int, bytes]]] = deque()
         self.stream: Any = None  # the follow stream, once open
@@ -81,11 +79,7 @@ class LogFollower:
     def _take(self, kind: int, frame: bytes) -> None:
         # "2024-05-01T10:00:00.123456789Z text": drop the timestamp, keep partial lines.
         _stamp, sep, text = frame.partition(b" ")
-        *lines, self.partial[kind] = (self.partial.get(kind, b"") + (text if sep else frame)).split(
-            b"\n"
-        )
-        for line in lines:
-            self.emit(_STREAMS.get(kind, "stdout"), line.decode("utf-8", "replace"))
+        self.lines.feed(kind, text if sep else frame)
 
     def finish(self, complete: bool = True) -> None:
         """Stop following; with ``complete``, show what the live stream had not shown."""
@@ -118,10 +112,7 @@ class LogFollower:
                         final.close()
             except Exception as exc:
                 self.emit("stderr", f"[nodus: the rest of the output is not available: {exc}]")
-        partial, self.partial = self.partial, {}
-        for kind, rest in sorted(partial.items()):
-            if rest:
-                self.emit(_STREAMS.get(kind, "stdout"), rest.decode("utf-8", "replace"))
+        self.lines.flush()
 
 
 def _nanoseconds(stamp: bytes) -> int | None:
