@@ -102,6 +102,20 @@ def run_tasks(run_id: str) -> list[dict[str, Any]]:
     ]
 
 
+def live_tasks(run_id: str, timeout: float = 20) -> list[dict[str, Any]]:
+    """The run's tasks Swarm still counts as pending or running, once that settles.
+
+    The manager learns a task's end from the worker's next report, so a container that is
+    already gone can show as running for a moment on a loaded machine; a task that is truly
+    left behind stays and is returned after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        live = [t for t in run_tasks(run_id) if t["Status"]["State"] in ("pending", "running")]
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.3)
+
+
 def wait_service(cluster: Cluster, run_id: str, timeout: float = 15) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -117,10 +131,22 @@ def wait_ended(nodus: SwarmNodus, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run = only_run(nodus)
-        if run["status"] != "running":
+        if run["status"] not in ("pending", "running"):
             return run
         time.sleep(0.3)
     raise AssertionError(f"the run did not end within {timeout}s: {only_run(nodus)}")
+
+
+def wait_table_says(nodus: SwarmNodus, run_id: str, word: str, timeout: float = 20) -> str:
+    """`nodus runs` once its row for `run_id` says `word`: a submitted task is `pending`
+    until Swarm has placed and started it, which takes longer on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while True:
+        table = nodus("runs").stdout
+        row = next((ln for ln in table.splitlines() if ln.startswith(run_id)), "")
+        if word in row.split() or time.monotonic() > deadline:
+            return row
+        time.sleep(0.2)
 
 
 # -- without a cluster ---------------------------------------------------------------------
@@ -617,8 +643,8 @@ def test_detached_gpu_run_service_spec_placement_and_records(
     assert task["RestartPolicy"]["Condition"] == "none"
 
     # `nodus runs` shows the run with what the cluster says about it.
-    table = nodus_swarm("runs")
-    assert run_id in table.stdout and "running" in table.stdout
+    row = wait_table_says(nodus_swarm, run_id, "running")
+    assert "running" in row.split() and "main:running" in row, row
     listed = only_run(nodus_swarm)
     assert listed["id"] == run_id and listed["target"] == "swarm"
     assert "cluster" in listed and "main:" in listed["cluster"]
@@ -736,7 +762,7 @@ def test_pending_diagnosis_then_ctrl_c(
     docker("service", "rm", held)
     time.sleep(4)
     assert docker("ps", "-aq", "--filter", f"label=nodus.run={run_id}", worker=True).strip() == ""
-    assert [t for t in run_tasks(run_id) if t["Status"]["State"] in ("pending", "running")] == []
+    assert live_tasks(run_id) == []
 
 
 @pytest.mark.swarm
@@ -772,7 +798,7 @@ def test_ctrl_c_stops_a_running_replicated_job(
         time.sleep(0.3)
     else:
         raise AssertionError("the cancelled job still runs on the worker")
-    assert [t for t in run_tasks(run_id) if t["Status"]["State"] in ("pending", "running")] == []
+    assert live_tasks(run_id) == []
     assert only_run(nodus_swarm)["status"] == "cancelled"
 
 
