@@ -214,11 +214,17 @@ class Engine:
         with self.mapped():
             return list(self.client.events(since, until, filters, decode=True))
 
-    def logs(self, cid: str) -> Iterator[tuple[int, bytes]]:
-        """Follow a (non-TTY) container's output: (1 stdout | 2 stderr, bytes) frames."""
-        params = {"follow": 1, "stdout": 1, "stderr": 1}
-        stream: Iterator[tuple[int, bytes]] = self.stream("/containers/{0}/logs", cid, params, None)
-        return stream
+    def logs(self, cid: str, follow: bool = True, since: str | None = None) -> Any:
+        """A (non-TTY) container's output, ``(1 stdout | 2 stderr, b"TIMESTAMP text")``
+        frames, followed or as logged so far, from ``since`` (UNIX seconds) on;
+        ``close()`` cuts it.
+
+        Read whole, the log comes at once: an engine that stops answering must not keep
+        nodus waiting long for the rest of it."""
+        params: dict[str, Any] = {"follow": int(follow), "stdout": 1, "stderr": 1, "timestamps": 1}
+        if since is not None:
+            params["since"] = since
+        return self.stream("/containers/{0}/logs", cid, params, None if follow else 15.0)
 
     def pull(
         self,

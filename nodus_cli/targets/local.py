@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -52,7 +53,6 @@ from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
-    OutputLines,
     Preparation,
     Started,
     Target,
@@ -64,6 +64,7 @@ from nodus_cli.targets.base import (
     TaskState,
     WorkDir,
 )
+from nodus_cli.targets.follower import LogFollower
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
@@ -431,12 +432,12 @@ class LocalTarget(Target):
         except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
             return TaskEnd(TaskState.INFRASTRUCTURE, 1, _lost(exc))
         self._say_ports(task, ctx)
-        streamer = threading.Thread(
-            target=self._stream, args=(cid, task, ctx), name="nodus-stream", daemon=True
-        )
-        streamer.start()
+        follower = LogFollower(partial(eng.logs, cid), ctx.emit)
+        follower.start()
         waited = self._wait(task, cid)
-        streamer.join(timeout=10)
+        # An exited container's log is complete: show what the live stream missed. Gone
+        # (or the engine with it), it cannot be read again.
+        follower.finish(complete=not isinstance(waited, TaskEnd))
         if isinstance(waited, TaskEnd):
             return waited
         code = waited
@@ -551,17 +552,6 @@ class LocalTarget(Target):
                 f"{_label(task)}: port {p.container}/{p.protocol} answers at "
                 f"{scheme}://{host}:{p.host}{also}"
             )
-
-    def _stream(self, cid: str, task: Task, ctx: TaskContext) -> None:
-        lines = OutputLines(ctx.emit)
-        try:
-            for kind, data in self.docker().logs(cid):
-                lines.feed(kind, data)
-        except engine.EngineFailure as exc:  # the container went away mid-stream
-            if not self._stopped(task):
-                ctx.emit("stderr", f"[nodus: output stream ended: {type(exc).__name__}]")
-        finally:
-            lines.flush()
 
     def _report_usage(self, task: Task, ctx: TaskContext, report: UsageReport) -> None:
         label = _label(task)

@@ -12,13 +12,11 @@ with the errors of :mod:`nodus_cli.engine`.
 """
 
 from nodus_cli.targets.swarm.api import SwarmApi, connect, manager_client
-from nodus_cli.targets.swarm.logs import LogFollower
 from nodus_cli.targets.swarm.nodes import Node, list_nodes, offers
 from nodus_cli.targets.swarm.services import job_mode, service_args
 from nodus_cli.targets.swarm.target import SwarmTarget
 
 __all__ = [
-    "LogFollower",
     "Node",
     "SwarmApi",
     "SwarmTarget",

@@ -24,6 +24,7 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli import engine
@@ -43,6 +44,7 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.follower import LogFollower
 from nodus_cli.targets.swarm.api import (
     GPU_KIND,
     INFRA_STATES,
@@ -51,7 +53,6 @@ from nodus_cli.targets.swarm.api import (
     SwarmApi,
     manager_client,
 )
-from nodus_cli.targets.swarm.logs import LogFollower
 from nodus_cli.targets.swarm.nodes import Node, list_nodes
 from nodus_cli.targets.swarm.services import (
     HOST_TMP,
@@ -353,7 +354,7 @@ class SwarmTarget(Target):
                     running = True
                     ran_on = self._node_of(doc) or node
                     ctx.started(self._started(task, doc, ran_on))
-                    follower = LogFollower(self.api, service_id, ctx.emit)
+                    follower = LogFollower(partial(self.api.service_logs, service_id), ctx.emit)
                     if state not in ("complete", "failed"):
                         follower.start()
                 if state in TERMINAL:

@@ -1,4 +1,15 @@
-"""A job's output: streamed live while it runs, completed from the log once it ends."""
+"""A task's output: streamed live while it runs, completed from the engine's log once it
+ends.
+
+Neither engine's ``follow`` stream can be trusted to say when the output is complete.
+Swarm's stream of service logs never ends, not even when the job completes or the
+service is removed. The local engine's stream of a container's log does end when the
+container exits, but Docker 20.10 (Debian's) can end it early when the container wrote
+much just before it exited: on a loaded machine tens of thousands of lines never arrive.
+So both targets follow live for what the user sees while the task runs, and once the
+task has ended (its log is then complete) read the log again from a little before the
+newest frame shown, showing only what the live stream missed.
+"""
 
 from __future__ import annotations
 
@@ -10,31 +21,31 @@ from functools import lru_cache
 from typing import Any
 
 from nodus_cli.targets.base import OutputLines, OutputStream
-from nodus_cli.targets.swarm.api import SwarmApi
+
+#: ``open_log(follow, since)``: the task's log as multiplexed ``(1 stdout | 2 stderr,
+#: b"TIMESTAMP text")`` frames (the engine's ``timestamps=1``), from ``since`` (UNIX
+#: seconds with nine decimals, or None for all of it); ``close()`` cuts it from any
+#: thread.
+LogOpener = Callable[[bool, "str | None"], Any]
 
 
 class LogFollower:
-    """A job's output, streamed while it runs and completed from the log once it ends.
+    """A task's output, streamed while it runs and completed from the log once it ends.
 
-    Swarm's ``follow`` stream never ends, not even when the job completes or the service
-    is removed, so it cannot say when the output is complete. The follower streams
-    frames live in a thread; ``finish`` (once the task is terminal, so its log is
-    complete) closes that stream, reads the log again from a little before the newest
-    frame shown, and shows what the live stream had not delivered: none lost, none shown
-    twice. The two reads need not agree on the order of stdout and stderr lines written
-    within a few milliseconds of each other, so the frames are matched by content
-    (each carries its nanosecond timestamp), not by position; and lines are cut per
-    stream (:class:`OutputLines`).
+    Frames are streamed live in a thread; :meth:`finish` (once the task is terminal, so
+    its log is complete) closes that stream, reads the log again from :attr:`OVERLAP`
+    seconds before the newest frame shown, and shows what the live stream had not
+    delivered: none lost, none shown twice. The two reads need not agree on the order
+    of stdout and stderr lines written within a few milliseconds of each other, so the
+    frames are matched by content (each carries its nanosecond timestamp), not by
+    position; and lines are cut per stream (:class:`OutputLines`).
     """
 
     #: Seconds before the newest frame shown live from which the final read starts.
     OVERLAP = 2.0
 
-    def __init__(
-        self, api: SwarmApi, service_id: str, emit: Callable[[OutputStream, str], None]
-    ) -> None:
-        self.api = api
-        self.service_id = service_id
+    def __init__(self, open_log: LogOpener, emit: Callable[[OutputStream, str], None]) -> None:
+        self.open_log = open_log
         self.emit = emit
         self.lock = threading.Lock()
         self.closed = False
@@ -50,7 +61,7 @@ class LogFollower:
 
     def _follow(self) -> None:
         try:
-            stream = self.api.service_logs(self.service_id, follow=True)
+            stream = self.open_log(True, None)
             with self.lock:
                 if self.closed:  # finished while the request was under way
                     stream.close()
@@ -100,7 +111,7 @@ class LogFollower:
                 since = f"{start // 1_000_000_000}.{start % 1_000_000_000:09d}"
             shown = Counter(framed for _, framed in self.recent)
             try:
-                final = self.api.service_logs(self.service_id, follow=False, since=since)
+                final = self.open_log(False, since)
                 try:
                     for kind, frame in final:
                         if shown[(kind, frame)] > 0:
