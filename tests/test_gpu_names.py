@@ -339,7 +339,7 @@ def test_every_driver_name_is_accepted_or_points_to_a_real_memory_size() -> None
 def test_tpus_are_not_supported(spelling: str) -> None:
     message = rejected(spelling)
     assert message == (
-        f'"{spelling}" names a TPU: TPUs are not supported: nodus runs NVIDIA GPUs; write a GPU '
+        f'"{spelling}" names a TPU, and nodus runs GPUs, not TPUs: write a GPU '
         'model, e.g. gpu = "H100" (`nodus gpus` lists them)'
     )
 

@@ -179,7 +179,7 @@ def tpu_message(raw: str) -> str | None:
     if len(raw) > MAX_NAME or _TPU.search(raw) is None:
         return None
     return (
-        f'"{raw}" names a TPU: TPUs are not supported: nodus runs NVIDIA GPUs; write a GPU '
+        f'"{raw}" names a TPU, and nodus runs GPUs, not TPUs: write a GPU '
         'model, e.g. gpu = "H100" (`nodus gpus` lists them)'
     )
 
