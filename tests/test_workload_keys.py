@@ -788,7 +788,8 @@ def test_env_templates_are_kept_as_written() -> None:
         ('"${}"', ['"${}" does not name a variable']),
         ('"${A-x}"', ['"${A-x}" is not a template nodus understands: write ${A} or ${A:-default}']),
         ('"${A:?x}"', ["write ${A} or ${A:-default}"]),
-        ('"${A:-${B}}"', ["a default cannot hold another template"]),
+        ('"${A:-${B}}"', ['"${A:-${B}}": a default cannot hold another template']),
+        ('"x ${A:-${B:-${C}}} y"', ['"${A:-${B:-${C}}}": a default cannot hold another']),
     ],
 )
 def test_env_template_syntax_errors(value: str, words: list[str]) -> None:

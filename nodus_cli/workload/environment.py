@@ -82,7 +82,7 @@ def parse(value: str) -> Parts:
                 f'"{_clip(value[dollar:])}" starts a template that never ends: close it with '
                 '"}", as in ${NAME}, or write $$ for a literal $'
             )
-        template = _template(value[dollar + 2 : end])
+        template = _template(value[dollar + 2 : end], value, dollar)
         literal = "".join(text)
         if literal:
             parts.append(literal)
@@ -95,8 +95,8 @@ def parse(value: str) -> Parts:
     return tuple(parts)
 
 
-def _template(inner: str) -> Template:
-    """The text between ``${`` and ``}``."""
+def _template(inner: str, value: str, start: int) -> Template:
+    """The text between ``${`` and ``}``, the first template of ``value[start:]``."""
     name, sep, default = inner.partition(":-")
     if _NAME.fullmatch(name) is None:
         shown = "${" + inner + "}"
@@ -116,10 +116,25 @@ def _template(inner: str) -> Template:
         return Template(name)
     if "${" in default:
         raise TemplateError(
-            f'"{_clip("${" + inner + "}")}": a default cannot hold another template; '
+            f'"{_clip(_nested(value, start))}": a default cannot hold another template; '
             "write a literal default, as in ${NAME:-value}"
         )
     return Template(name, default.replace("$$", "$"))
+
+
+def _nested(value: str, start: int) -> str:
+    """The template at ``start`` as written, up to the brace that closes it: the first
+    ``}`` closes the innermost one, and quoting only that far would cut what the user
+    wrote (``${A:-${B}`` for ``${A:-${B}}``)."""
+    depth = 0
+    for i in range(start, len(value)):
+        if value.startswith("${", i):
+            depth += 1
+        elif value[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return value[start : i + 1]
+    return value[start:]
 
 
 def bare_references(value: str) -> list[str]:
