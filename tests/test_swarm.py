@@ -595,6 +595,25 @@ def test_exit_code_output_and_logs(
 
 
 @pytest.mark.swarm
+def test_a_job_killed_at_its_memory_limit_names_the_likely_cause(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = workload(
+        tmp_path, 'command = "tail /dev/zero"\n[requirements]\ncpu = 0.25\nmemory_gb = 0.02\n'
+    )
+    done = nodus_swarm("run", file, "--target", "swarm")
+    assert done.returncode == 137, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "killed (exit 137, SIGKILL); Swarm does not report why" in said, done.stderr
+    assert "its 0.02 GiB memory limit (which includes /dev/shm)" in said
+    assert "raise memory_gb in [requirements]" in said
+    run = only_run(nodus_swarm)
+    assert (run["status"], run["exit_code"]) == ("failed", 137)
+    assert "0.02 GiB memory limit" in (run["stages"][0]["message"] or "")
+    assert cluster.service(run["id"]) == []
+
+
+@pytest.mark.swarm
 def test_output_of_a_remote_job_is_complete_and_not_repeated(
     nodus_swarm: SwarmNodus, tmp_path: Path
 ) -> None:

@@ -28,7 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli import engine
-from nodus_cli.containers import LABEL_RUN, spec_for
+from nodus_cli.containers import LABEL_RUN, memory_bytes, spec_for
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
 from nodus_cli.output import plural
 from nodus_cli.targets.base import (
@@ -426,6 +426,19 @@ class SwarmTarget(Target):
             return TaskEnd(TaskState.INFRASTRUCTURE, code, f"task {state}{where}: {err}")
         if state == "complete" and code == 0:
             return TaskEnd(TaskState.EXITED, 0)
+        if code == 137:
+            # SIGKILL, not from nodus. The node's engine knows whether its kernel killed
+            # it at the memory limit, but Swarm does not pass that on to the manager, so
+            # name the usual cause without claiming it.
+            limit = memory_bytes(task.stage.requirements.cpu, task.stage.requirements.memory_gb)
+            return TaskEnd(
+                TaskState.EXITED,
+                code,
+                f"{state}{where}: killed (exit 137, SIGKILL); Swarm does not report why: "
+                f"the usual cause is its {limit / 1024**3:g} GiB memory limit (which includes "
+                "/dev/shm), so raise memory_gb in [requirements] if it needs more, else it "
+                "was killed from outside nodus",
+            )
         return TaskEnd(TaskState.EXITED, code, f"{state}{where}: {err}" if err else None)
 
     def stop_task(self, task: Task) -> None:
