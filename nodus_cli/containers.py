@@ -66,6 +66,12 @@ def memory_bytes(cpu: float, memory_gb: float | None) -> int:
     return int(gib * GIB)
 
 
+def memory_limit(memory: int) -> str:
+    """A task's memory limit of ``memory`` bytes as its out-of-memory messages name it,
+    on every target."""
+    return f"its {memory / GIB:g} GiB memory limit (which includes /dev/shm)"
+
+
 def container_name(task: Task) -> str:
     base = f"nodus-{task.run_id}-{task.stage.name}"
     if task.item is not None:

@@ -47,6 +47,7 @@ from nodus_cli.containers import (
     LABEL_RUN,
     ContainerSpec,
     engine_config,
+    memory_limit,
     spec_for,
 )
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
@@ -524,12 +525,11 @@ class LocalTarget(Target):
             events = []
         actions = [str(e.get("Action") or e.get("status") or "") for e in events]
         if "oom" in actions:
-            gib = spec.memory_bytes / 1024**3
             return TaskEnd(
                 TaskState.OUT_OF_MEMORY,
                 code,
-                f"out of memory: it reached its {gib:g} GiB memory limit (which includes "
-                "/dev/shm); raise memory_gb in [requirements]",
+                f"out of memory: it reached {memory_limit(spec.memory_bytes)}; raise memory_gb "
+                "in [requirements]",
             )
         kills = [e for e in events if (e.get("Action") or e.get("status")) == "kill"]
         if kills:

@@ -28,7 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli import engine
-from nodus_cli.containers import LABEL_RUN, memory_bytes, spec_for
+from nodus_cli.containers import LABEL_RUN, memory_bytes, memory_limit, spec_for
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
 from nodus_cli.output import plural
 from nodus_cli.targets.base import (
@@ -435,9 +435,8 @@ class SwarmTarget(Target):
                 TaskState.EXITED,
                 code,
                 f"{state}{where}: killed (exit 137, SIGKILL); Swarm does not report why: "
-                f"the usual cause is its {limit / 1024**3:g} GiB memory limit (which includes "
-                "/dev/shm), so raise memory_gb in [requirements] if it needs more, else it "
-                "was killed from outside nodus",
+                f"the usual cause is {memory_limit(limit)}, so raise memory_gb in "
+                "[requirements] if it needs more, else it was killed from outside nodus",
             )
         return TaskEnd(TaskState.EXITED, code, f"{state}{where}: {err}" if err else None)
 
