@@ -212,7 +212,9 @@ def check(
     """Refuse a run the limits cannot allow; else what it may spend while it runs.
 
     ``run_id``: the run is already recorded (a background supervisor checking again); it
-    is left out of the spend, and only runs recorded before it count as reserving.
+    is left out of the spend, and only runs recorded before it count as reserving. Of two
+    runs submitted at once, the one recorded later therefore always sees the other: by
+    its reservation while it runs, by its cost once it ended.
     """
     limits = configured()
     if not limits:
@@ -238,7 +240,7 @@ def _refuse_over(
         if r.status.active
         and r.budget is not None
         and r.price_per_hour > 0
-        and (own is None or (r.started_at, r.id) < (own.started_at, own.id))
+        and (own is None or r.recorded < own.recorded)
     ]
     reserved = sum(max(0.0, (r.budget or 0.0) - r.cost) for r in reserving)
     so_far = f"{_usd(spent)} spent {p.when()} across runs"

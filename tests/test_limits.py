@@ -282,7 +282,13 @@ def test_a_supervisor_checking_again_counts_only_runs_recorded_before_its_own(
     set_limits(conf, max_spend_per_day=3.0)
     first = record(store, 0.0, status=RunStatus.PENDING, budget=2.0, started_at=at(15, 11))
     later = record(store, 0.0, status=RunStatus.PENDING, budget=2.0, started_at=at(15, 11))
-    first, later = sorted([first, later])  # same second: the id decides, for both alike
+    # The same second, and ids whose random part sorts the later one first: the order of
+    # recording decides, not the ids (else each would count the other as after it, and
+    # both would start).
+    with sqlite3.connect(store.db_path) as db:
+        for run_id, suffix in ((first, "ffffff"), (later, "000000")):
+            db.execute("UPDATE runs SET id=? WHERE id=?", (run_id[:-6] + suffix, run_id))
+    first, later = first[:-6] + "ffffff", later[:-6] + "000000"
     w = workload(extra="budget = 2.0\n")
     plan = plan_for(w, DOLLAR_A_SECOND)
     assert limits.check(store, w, plan, DOLLAR_A_SECOND, run_id=first) is not None

@@ -8,6 +8,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -169,6 +170,64 @@ def test_an_existing_open_state_folder_is_made_private(tmp_path: Path) -> None:
     home.chmod(0o755)
     RunStore.open(home).create_run(_workload(), "local", 0.0, None)
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
+
+
+_OPEN_AT_ONCE = """
+import sys, time
+from pathlib import Path
+from nodus_cli.records import RunStore
+start, folders = float(sys.argv[1]), sys.argv[2:]
+for k, folder in enumerate(folders):
+    while time.time() < start + 0.15 * k:
+        pass
+    store = RunStore.open(Path(folder))
+    store.spending("2000")
+    store.close()
+print("ok")
+"""
+
+
+def test_a_new_state_folder_opened_by_several_processes_at_once(tmp_path: Path) -> None:
+    # Parallel CI jobs that share a NODUS_HOME each open it first: the one that creates the
+    # records must not trip the others ("database is locked", "duplicate column name").
+    folders = [str(tmp_path / f"home{k}") for k in range(12)]
+    start = time.time() + 1.0  # every process started and imported by then
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AT_ONCE, str(start), *folders],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out.strip() == "ok", err
+    for folder in folders:
+        with sqlite3.connect(Path(folder) / "runs.sqlite3") as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert db.execute("PRAGMA user_version").fetchone()[0] == records.store.SCHEMA_VERSION
+
+
+def test_records_of_the_first_version_are_brought_up_to_date(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        db.executescript(records.store._SCHEMA)
+        db.execute("PRAGMA user_version=1")
+    store = RunStore.open(home)
+    try:
+        run = store.create_run(_workload(), "local", 0.0, None)
+        store.claim(run.id, os.getpid())  # a version-2 column: host and process start
+        assert store.get(run.id).pid == os.getpid()
+    finally:
+        store.close()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == records.store.SCHEMA_VERSION
+        assert {"host", "pid_start", "stop_requested"} <= {
+            row[1] for row in db.execute("PRAGMA table_info(runs)")
+        }
 
 
 def test_a_damaged_database_is_named_with_how_to_set_it_aside(tmp_path: Path) -> None:

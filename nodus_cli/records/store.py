@@ -177,6 +177,33 @@ def _private_dir(path: Path) -> None:
         ) from None
 
 
+def _version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _statements(script: str) -> list[str]:
+    """A schema script's statements, to run inside a transaction (``executescript``
+    would commit it first). The scripts hold no ``;`` but between statements."""
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+def _use_wal(db: sqlite3.Connection, wait: float = 30.0) -> None:
+    """Switch the database to WAL (once: the mode stays with the file).
+
+    The switch needs the database to itself, and SQLite answers "database is locked" at
+    once, without its busy wait, while another process that opens the same new folder
+    holds it for a moment: try again until ``wait`` seconds have passed."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _explain(exc: BaseException, path: Path, writing: bool = True) -> StoreError:
     """What went wrong with the state folder, in words, with what to do."""
     text = str(exc).lower()
@@ -231,6 +258,9 @@ class SpendRow:
     budget: float | None
     #: The price per hour the run was recorded with (0: its target charges nothing).
     price_per_hour: float = 0.0
+    #: Its place in the order runs were recorded in (SQLite serializes the inserts):
+    #: ``started_at`` has whole seconds, and ids of one second sort by their random part.
+    recorded: int = 0
 
 
 class RunStore:
@@ -280,15 +310,26 @@ class RunStore:
         elif self.db_path.stat().st_mode & 0o077 and self.db_path.stat().st_uid == os.getuid():
             self.db_path.chmod(0o600)
         with self._connect() as db:
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version >= SCHEMA_VERSION:
+            if _version(db) >= SCHEMA_VERSION:
                 return
-            db.execute("PRAGMA journal_mode=WAL")
-            db.executescript(_SCHEMA)
-            have = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-            if "host" not in have:
-                db.executescript(_MIGRATE_2)
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            _use_wal(db)
+            # A new folder opened by several nodus processes at once (parallel CI jobs):
+            # one creates the tables while the others wait for its lock, then find them
+            # made. Checked and changed in one write transaction, never read-then-alter.
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if _version(db) < SCHEMA_VERSION:
+                    for statement in _statements(_SCHEMA):
+                        db.execute(statement)
+                    have = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+                    if "host" not in have:
+                        for statement in _statements(_MIGRATE_2):
+                            db.execute(statement)
+                    db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -726,13 +767,21 @@ class RunStore:
             return []
         with self._using() as db:
             rows = db.execute(
-                "SELECT id, workload, target, status, started_at, cost, budget, price_per_hour "
-                "FROM runs WHERE started_at >= ? ORDER BY started_at, id",
+                "SELECT id, workload, target, status, started_at, cost, budget, price_per_hour, "
+                "rowid FROM runs WHERE started_at >= ? ORDER BY started_at, id",
                 (since,),
             ).fetchall()
         return [
             SpendRow(
-                r[0], r[1], r[2], RunStatus(r[3]), r[4], float(r[5] or 0.0), r[6], float(r[7] or 0)
+                r[0],
+                r[1],
+                r[2],
+                RunStatus(r[3]),
+                r[4],
+                float(r[5] or 0.0),
+                r[6],
+                float(r[7] or 0),
+                int(r[8]),
             )
             for r in rows
         ]
