@@ -36,8 +36,8 @@ from pathlib import Path
 
 from _timing import alternate, installed_env, nodus_command, timed
 
-from nodus_cli import catalog_update
-from nodus_cli.catalog_sources import Source
+from nodus_cli.catalog import update as catalog_update
+from nodus_cli.catalog.sources import Source
 
 GOAL_SECONDS = 2.0
 GOAL_THROUGHPUT = 0.5

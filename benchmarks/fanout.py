@@ -143,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"2. {opts.cpu_items} items of `true`, no GPU")
         alone = engine_time()
         wall, peak_mb, cpu = run_nodus(cpu_file, env)
-        from nodus_cli import localhost
+        from nodus_cli.targets.local import machine
 
-        at_once = min(opts.cpu_items, int(localhost.cpu_count() // 0.25))
+        at_once = min(opts.cpu_items, int(machine.cpu_count() // 0.25))
         per_task = wall * at_once / opts.cpu_items
         print(f"  nodus run: {wall:.1f} s, {opts.cpu_items / wall:.1f} tasks/s, {at_once} at once")
         print(f"  the engine alone, one container of `true`: {alone * 1000:.0f} ms")

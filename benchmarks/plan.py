@@ -32,7 +32,7 @@ from _timing import REPO, interleaved_medians, nodus_command
 
 from nodus_cli import catalog
 from nodus_cli.catalog import Offer
-from nodus_cli.planner import plan_workload
+from nodus_cli.planning.planner import plan_workload
 from nodus_cli.workload import Workload, load_file, load_text
 
 EXAMPLE = REPO / "examples" / "llama-finetune-8xh100.toml"

@@ -16,7 +16,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from nodus_cli.validation import validate_paths
+from nodus_cli.workload.validation import validate_paths
 
 GOAL_FILES_PER_SECOND = 3000
 GPUS = ["H100", "A100", "L4", "RTX 4090", "a10g", "nvidia h200", "RTX A6000", "T4"]

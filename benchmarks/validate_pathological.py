@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nodus_cli.tomlsource import MAX_FILE_BYTES, MAX_KEY_PARTS
-from nodus_cli.validation import validate_paths
+from nodus_cli.workload.tomlsource import MAX_FILE_BYTES, MAX_KEY_PARTS
+from nodus_cli.workload.validation import validate_paths
 
 GOAL_SECONDS = 2.0
 SIZES = (MAX_FILE_BYTES // 8, MAX_FILE_BYTES // 4, MAX_FILE_BYTES // 2, MAX_FILE_BYTES)

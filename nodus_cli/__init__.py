@@ -26,17 +26,17 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from nodus_cli.client import Client, ItemResult, Requirements, Run, RunResult, StageResult
+    from nodus_cli.api.client import Client, ItemResult, Requirements, Run, RunResult, StageResult
     from nodus_cli.errors import InvalidWorkload, NodusError
     from nodus_cli.records.model import RunStatus, StageStatus
 
 _WHERE = {
-    "Client": "nodus_cli.client",
-    "ItemResult": "nodus_cli.client",
-    "Requirements": "nodus_cli.client",
-    "Run": "nodus_cli.client",
-    "RunResult": "nodus_cli.client",
-    "StageResult": "nodus_cli.client",
+    "Client": "nodus_cli.api.client",
+    "ItemResult": "nodus_cli.api.client",
+    "Requirements": "nodus_cli.api.client",
+    "Run": "nodus_cli.api.client",
+    "RunResult": "nodus_cli.api.client",
+    "StageResult": "nodus_cli.api.client",
     "InvalidWorkload": "nodus_cli.errors",
     "NodusError": "nodus_cli.errors",
     "RunStatus": "nodus_cli.records.model",

@@ -22,14 +22,14 @@ def main(argv: list[str] | None = None) -> int:
         fast = _validate(args)
         if fast is not None:
             return fast
-        from nodus_cli.cli import app
+        from nodus_cli.cli.app import app
 
         app(args=args, prog_name="nodus", standalone_mode=True)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except NodusError as exc:
-        from nodus_cli.output import fail
+        from nodus_cli.cli.output import fail
 
         fail(exc.message, exc.hint)
         return exc.exit_code
@@ -72,7 +72,7 @@ def _validate(args: list[str]) -> int | None:
             paths.append(arg)
     if not paths:
         return None
-    from nodus_cli.commands import validate
+    from nodus_cli.cli.commands import validate
 
     return validate.run(paths, fmt, strict)
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nodus_cli.problems import NodusError
+from nodus_cli.errors import NodusError
 
 #: The sections this module reads, and their keys.
 SECTIONS: dict[str, tuple[str, ...]] = {

@@ -1,9 +1,10 @@
-"""The failures a user can act on: one root, :class:`NodusError`, each carrying its exit code.
+"""The failures a user can act on, and the problems found in what the user wrote.
 
+:class:`NodusError` is the one root: a message, a hint and the exit code it ends with.
 Every layer below the commands raises these (or its own root, translated at its boundary:
-the engine's :class:`~nodus_cli.engine.EngineFailure`, the store's ``StoreError``), and
-only ``__main__`` prints them: the message, then the hint, never a traceback. The exit
-codes are the command line's contract:
+the engine's :class:`~nodus_cli.targets.docker.engine.EngineFailure`, the store's
+``StoreError``), and only ``__main__`` prints them: the message, then the hint, never a
+traceback. The exit codes are the command line's contract:
 
 ====  =====================================================================
 1     invalid input, or a failure nodus explains (:class:`InvalidInput`)
@@ -14,15 +15,18 @@ codes are the command line's contract:
 
 The Python API raises the same classes; :class:`InvalidWorkload` is also a ``ValueError``
 and carries every problem of the workload, not only the first.
+
+A :class:`Problem` is one thing wrong (or worth a warning) in user input, carried as data
+so every command reports it alike: it names the dotted key path (``loc``) and, where it
+can, the line, so both humans (``file:line: error: key: message``) and machines
+(``--json``, GitHub annotations) can point at the exact spot.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
-
-if TYPE_CHECKING:
-    from nodus_cli.problems import Problem
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 __all__ = [
     "InvalidInput",
@@ -30,8 +34,31 @@ __all__ = [
     "NodusError",
     "NotRunnable",
     "OverBudget",
+    "Problem",
+    "Severity",
     "UsageError",
 ]
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One problem in user input: where (``loc``, ``line``) and what to change."""
+
+    loc: str
+    message: str
+    severity: Severity = "error"
+    line: int | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {"loc": self.loc, "line": self.line, "message": self.message}
+
+    def render(self, path: str) -> str:
+        where = f"{path}:{self.line}" if self.line is not None else path
+        key = f"{self.loc}: " if self.loc else ""
+        return f"{where}: {self.severity}: {key}{self.message}"
+
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2

@@ -8,7 +8,7 @@ import pytest
 
 from nodus_cli import config
 from nodus_cli.config import CatalogConfig, CatalogSource, LimitsConfig
-from nodus_cli.problems import NodusError
+from nodus_cli.errors import NodusError
 
 
 @pytest.fixture

@@ -26,7 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from nodus_cli import catalog, gpus  # noqa: E402
+from nodus_cli import catalog  # noqa: E402
+from nodus_cli.hardware import gpus  # noqa: E402
 
 DATA = REPO / "nodus_cli" / "data"
 OFFERS = REPO / "tools" / "catalog" / "offers.csv"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planner import RuntimeLookup
+    from nodus_cli.planning.planner import RuntimeLookup
     from nodus_cli.records.store import RunStore
     from nodus_cli.workload import Workload
 

@@ -1,4 +1,4 @@
-"""Targets: where tasks run. One driver (:mod:`nodus_cli.runner`) runs every target.
+"""Targets: where tasks run. One driver (:mod:`nodus_cli.run.driver`) runs every target.
 
 :data:`REGISTRY` maps a target's name to the class that implements
 :class:`~nodus_cli.targets.base.Target`, as ``"module:Class"`` so that choosing a target

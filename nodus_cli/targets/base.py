@@ -1,7 +1,7 @@
 """What a target is: the mechanism that runs one task somewhere, behind a small interface.
 
 The run policy (stage order, fan-out, budget on one clock, retries, signals, records,
-status lines, the log) lives in one driver, :class:`nodus_cli.runner.Runner`, for every
+status lines, the log) lives in one driver, :class:`nodus_cli.run.driver.Runner`, for every
 target. A target only knows how to run *one task* — a stage's command, or one item of a
 fan-out stage — and how to stop it. It never imports the driver: it reports through the
 :class:`TaskContext` it is handed (``say``, ``emit``, ``submitted``, ``started``).
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planner import Plan, RuntimeLookup, StagePlan
+    from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
@@ -266,7 +266,7 @@ class Target(ABC):
 
     def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
         """Plan every stage against :meth:`offers` (a target may add its own notes)."""
-        from nodus_cli.planner import plan_workload
+        from nodus_cli.planning.planner import plan_workload
 
         plan = plan_workload(workload, self.offers(workload), target=self.name, history=history)
         note = self.unpriced_budget(workload, plan)

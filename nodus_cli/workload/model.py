@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nodus_cli.problems import Problem
+from nodus_cli.errors import Problem
 
 ALLOWED_COUNTS = (1, 2, 4, 8)
 LEGACY_OPTIMIZATION = ("automatic", "lowest_cost", "lower_cost", "balanced", "faster", "fastest")

@@ -18,8 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nodus_cli import collector, gpus
-from nodus_cli.tomlsource import Key, LineIndex, LoadFailure, parse, read_text
+from nodus_cli import collector
+from nodus_cli.hardware import gpus
 from nodus_cli.workload.hints import (
     FOREIGN_KEYS,
     MAP_FOREIGN_KEYS,
@@ -52,6 +52,7 @@ from nodus_cli.workload.model import (
     Workload,
 )
 from nodus_cli.workload.runkeys import MAP_KEYS, NUL_CHARACTER, RunKeys, Where, clip, toml
+from nodus_cli.workload.tomlsource import Key, LineIndex, LoadFailure, parse, read_text
 
 _STAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _WHITESPACE = re.compile(r"\s")
@@ -951,7 +952,7 @@ _PORTS_WITH_MAP = f"{_PORTS_WITH_MAP_WHY}; publish ports from a stage without [m
 
 @cache
 def _known_location(location: str) -> bool:
-    from nodus_cli import locations
+    from nodus_cli.hardware import locations
 
     try:
         return locations.is_known(location)

@@ -20,11 +20,11 @@ import stat
 from pathlib import Path
 from typing import Any, Literal
 
-from nodus_cli.problems import Problem, Severity
-from nodus_cli.tomlsource import Key, LineIndex, display_key
+from nodus_cli.errors import Problem, Severity
 from nodus_cli.workload import environment
 from nodus_cli.workload.hints import MAX_NAME
 from nodus_cli.workload.model import MAX_MAP_ITEMS, RESERVED_ENV, MapSpec, Mount, Port, Protocol
+from nodus_cli.workload.tomlsource import Key, LineIndex, display_key
 
 #: The error for a string with a NUL character (no process argument or path can hold one).
 NUL_CHARACTER = "must not contain a NUL character (\\u0000)"
@@ -33,7 +33,7 @@ NUL_CHARACTER = "must not contain a NUL character (\\u0000)"
 #: one last problem.
 MAX_PROBLEMS = 1000
 #: The work directory nodus mounts in every container (``$NODUS_WORK_DIR``); it must stay
-#: equal to ``nodus_cli.containers.WORK_DIR_IN_CONTAINER`` (a test checks).
+#: equal to ``nodus_cli.targets.docker.containers.WORK_DIR_IN_CONTAINER`` (a test checks).
 WORK_DIR = "/nodus/work"
 #: A ``[map] over`` file is read when the workload is validated: at most this many bytes.
 MAX_OVER_BYTES = 16 * 1024 * 1024

@@ -8,7 +8,7 @@ then submits each task as a service and lets Swarm run it (:mod:`.target`).
 The engine is the one ``DOCKER_HOST`` names, else the current Docker context's (read
 from the Docker CLI's files by :func:`connect`), else the local socket; it must be a
 Swarm manager. :class:`SwarmApi` talks to it through the Docker SDK's low-level client,
-with the errors of :mod:`nodus_cli.engine`.
+with the errors of :mod:`nodus_cli.targets.docker.engine`.
 """
 
 from nodus_cli.targets.swarm.api import SwarmApi, connect, manager_client

@@ -3,7 +3,7 @@
 The engine is the one ``DOCKER_HOST`` names, else the current Docker context's (read
 from the Docker CLI's files by :func:`connect`), else the local socket; it must be a
 Swarm manager. :class:`SwarmApi` talks to it through the Docker SDK's low-level client,
-with the errors of :mod:`nodus_cli.engine`.
+with the errors of :mod:`nodus_cli.targets.docker.engine`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from nodus_cli import engine
 from nodus_cli.errors import NodusError, NotRunnable
+from nodus_cli.targets.docker import engine
 
 GPU_KIND = "NVIDIA-GPU"
 LABEL_GPU = "nodus.gpu"

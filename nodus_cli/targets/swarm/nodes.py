@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nodus_cli import gpus
 from nodus_cli.catalog import Offer
+from nodus_cli.hardware import gpus
 from nodus_cli.targets.swarm.api import (
     GPU_KIND,
     HOLDING,

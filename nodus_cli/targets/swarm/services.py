@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nodus_cli.containers import LABEL_RUN, WORK_DIR_IN_CONTAINER, ContainerSpec
+from nodus_cli.targets.docker.containers import LABEL_RUN, WORK_DIR_IN_CONTAINER, ContainerSpec
 from nodus_cli.targets.swarm.api import GPU_KIND, LABEL_GPU, LABEL_GPU_MEMORY
 from nodus_cli.targets.swarm.nodes import Node
 

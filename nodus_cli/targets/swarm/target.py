@@ -27,10 +27,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from nodus_cli import engine
-from nodus_cli.containers import LABEL_RUN, memory_bytes, memory_limit, spec_for
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
-from nodus_cli.output import plural
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
@@ -44,6 +41,8 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.docker import engine
+from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_limit, spec_for
 from nodus_cli.targets.follower import LogFollower
 from nodus_cli.targets.swarm.api import (
     GPU_KIND,
@@ -63,10 +62,11 @@ from nodus_cli.targets.swarm.services import (
     service_args,
     shared_folder,
 )
+from nodus_cli.text import plural
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planner import Plan, RuntimeLookup, StagePlan
+    from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
     from nodus_cli.records import RunRecord
     from nodus_cli.workload import Stage, Workload
 
@@ -126,7 +126,7 @@ class SwarmTarget(Target):
         return tuple(n.as_offer() for n in self._usable())
 
     def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
-        from nodus_cli.planner import Candidate, plan_workload
+        from nodus_cli.planning.planner import Candidate, plan_workload
 
         plan = plan_workload(workload, self.offers(workload), target=self.name, history=history)
         unpriced = self.unpriced_budget(workload, plan)

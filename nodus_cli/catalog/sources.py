@@ -1,0 +1,355 @@
+"""Price sources: what ``nodus catalog update`` fetches, and fetching one over HTTP(S).
+
+A source is a URL (``[catalog] sources`` in config.toml, or a ``nodus catalog update``
+argument), optionally named ``NAME=URL``. Without a name the URL's path names it: the
+folder of a ``vms.csv`` (``.../catalogs/v7/aws/vms.csv`` is ``aws``), else the file name
+without its extension. For a SkyPilot file the name is the supplier.
+
+:func:`fetch` makes one conditional GET (``If-None-Match`` / ``If-Modified-Since`` from
+the previous fetch), with a timeout, through the proxy the environment names
+(``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY``), retrying with exponential backoff only
+what may pass: timeouts, connection errors (a download cut short included), HTTP 5xx and
+429. A body shorter than its ``Content-Length`` is never used. httpx is imported here,
+lazily, only when something is fetched: ``import nodus_cli``, ``nodus validate`` and
+``nodus plan`` never load it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import unquote, urlsplit
+
+from nodus_cli import __version__, config
+from nodus_cli.errors import NodusError
+
+if TYPE_CHECKING:
+    import httpx
+
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_RETRIES = 3
+DEFAULT_BACKOFF = 0.5
+#: The longest a server's Retry-After is honoured, seconds.
+MAX_RETRY_AFTER = 30.0
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    name: str
+    url: str
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.url})"
+
+
+class SourceError(NodusError):
+    """A source that could not be used; names it."""
+
+    def __init__(self, source: Source | None, message: str, hint: str | None = None) -> None:
+        super().__init__(message, exit_code=1, hint=hint)
+        self.source = source
+
+
+def name_from_url(url: str) -> str | None:
+    """The name a URL's path gives a source (None when it gives none)."""
+    parts = [unquote(p) for p in urlsplit(url).path.split("/") if p]
+    if not parts:
+        return None
+    last = parts[-1]
+    if last.lower() == "vms.csv" and len(parts) >= 2:
+        candidate = parts[-2]
+    else:
+        candidate = last.rsplit(".", 1)[0] if "." in last else last
+    candidate = candidate.strip().lower()
+    return candidate or None
+
+
+def resolve(entries: list[config.CatalogSource]) -> list[Source]:
+    """Named sources, every name unique; NodusError (exit 2) with what to write otherwise."""
+    found: list[Source] = []
+    seen: dict[str, str] = {}
+    for entry in entries:
+        name = entry.name or name_from_url(entry.url)
+        if not name:
+            raise NodusError(
+                f"{entry.url}: the URL does not name the supplier",
+                exit_code=2,
+                hint=f"name it: NAME={entry.url}",
+            )
+        if name in seen:
+            raise NodusError(
+                f"two sources are named {name!r}: {seen[name]} and {entry.url}",
+                exit_code=2,
+                hint="give each its own name: NAME=URL",
+            )
+        seen[name] = entry.url
+        found.append(Source(name, entry.url))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Validators:
+    """What the previous fetch of a source answered, for a conditional request."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    #: 200 (``body`` holds the file) or 304 (not modified: keep the previous rows).
+    status: int
+    body: bytes
+    etag: str | None
+    last_modified: str | None
+    attempts: int
+
+
+class Progress(Protocol):
+    """How a fetch reports itself (a progress bar, plain lines, or nothing)."""
+
+    def start(self, source: Source, total: int | None) -> None: ...
+    def advance(self, source: Source, received: int) -> None: ...
+    def retry(self, source: Source, attempt: int, reason: str, delay: float) -> None: ...
+
+
+class Silent:
+    def start(self, source: Source, total: int | None) -> None:
+        pass
+
+    def advance(self, source: Source, received: int) -> None:
+        pass
+
+    def retry(self, source: Source, attempt: int, reason: str, delay: float) -> None:
+        pass
+
+
+class _Retry(Exception):
+    """A failure worth another attempt."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment sends ``url`` through (for messages), or None."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    chosen = proxies.get(parts.scheme) or proxies.get("all")
+    if not chosen:
+        return None
+    host = parts.hostname or ""
+    try:
+        if urllib.request.proxy_bypass(host):
+            return None
+    except (OSError, ValueError):
+        return chosen
+    return chosen
+
+
+def client(timeout: float) -> httpx.Client:
+    """An HTTP client that honours the proxy environment and follows redirects."""
+    import httpx
+
+    return httpx.Client(
+        timeout=httpx.Timeout(timeout),
+        follow_redirects=True,
+        trust_env=True,
+        headers={"User-Agent": f"nodus/{__version__}", "Accept-Encoding": "gzip, deflate"},
+    )
+
+
+def fetch(
+    http: httpx.Client,
+    source: Source,
+    previous: Validators | None = None,
+    *,
+    retries: int = DEFAULT_RETRIES,
+    backoff: float = DEFAULT_BACKOFF,
+    progress: Progress | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Fetched:
+    """GET ``source`` (conditionally when ``previous`` has validators); SourceError naming
+    the source when it fails after ``retries`` more attempts."""
+    import httpx
+
+    shown = progress or Silent()
+    headers: dict[str, str] = {}
+    if previous is not None:
+        if previous.etag:
+            headers["If-None-Match"] = previous.etag
+        if previous.last_modified:
+            headers["If-Modified-Since"] = previous.last_modified
+    attempts = max(0, retries) + 1
+    last = ""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _once(http, source, headers, attempt, shown)
+        except _Retry as exc:
+            last = exc.reason
+            if attempt == attempts:
+                break
+            delay = backoff * 2 ** (attempt - 1)
+            if exc.retry_after is not None:
+                delay = max(delay, min(exc.retry_after, MAX_RETRY_AFTER))
+            shown.retry(source, attempt, exc.reason, delay)
+            sleep(delay)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a bad URL, a TLS error: final
+            raise SourceError(
+                source, f"source {source} failed: {_describe(exc, source)}", hint=_hint(source)
+            ) from None
+    tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
+    raise SourceError(source, f"source {source} failed after {tries}: {last}", hint=_hint(source))
+
+
+def _once(
+    http: httpx.Client,
+    source: Source,
+    headers: dict[str, str],
+    attempt: int,
+    progress: Progress,
+) -> Fetched:
+    import httpx
+
+    received = 0
+    expected: int | None = None
+    try:
+        with http.stream("GET", source.url, headers=headers) as response:
+            status = response.status_code
+            if status == 304:
+                return Fetched(
+                    304,
+                    b"",
+                    response.headers.get("ETag"),
+                    response.headers.get("Last-Modified"),
+                    attempt,
+                )
+            if status in RETRY_STATUSES:
+                raise _Retry(
+                    f"HTTP {status} {response.reason_phrase}".rstrip(),
+                    _retry_after(response.headers.get("Retry-After")),
+                )
+            if status != 200:
+                raise SourceError(
+                    source,
+                    f"source {source} answered HTTP {status} {response.reason_phrase}".rstrip(),
+                    hint=_hint(source),
+                )
+            expected = _content_length(response)
+            progress.start(source, expected)
+            chunks = []
+            for chunk in response.iter_raw():
+                chunks.append(chunk)
+                received += len(chunk)
+                progress.advance(source, received)
+            raw = b"".join(chunks)
+            if expected is not None and received != expected:
+                raise _Retry(_partial(received, expected))
+            body = _decode_body(response, raw)
+            return Fetched(
+                200,
+                body,
+                response.headers.get("ETag"),
+                response.headers.get("Last-Modified"),
+                attempt,
+            )
+    except httpx.TimeoutException as exc:
+        kind = "connecting" if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout) else ""
+        detail = f" while {kind}" if kind else ""
+        raise _Retry(f"timed out{detail} ({_timeout_of(http)})") from None
+    except httpx.RemoteProtocolError as exc:
+        if expected is not None and received < expected:
+            raise _Retry(_partial(received, expected)) from None
+        raise _Retry(f"the connection broke: {exc}") from None
+    except (httpx.NetworkError, httpx.ProxyError) as exc:
+        if "CERTIFICATE_VERIFY_FAILED" in str(exc):  # another attempt cannot help
+            raise SourceError(
+                source,
+                f"source {source} failed: {_describe(exc, source)}",
+                hint="the server's TLS certificate is not trusted here; if a proxy or your "
+                "organisation signs it, point SSL_CERT_FILE at that CA bundle",
+            ) from None
+        raise _Retry(_describe(exc, source)) from None
+
+
+def _decode_body(response: httpx.Response, raw: bytes) -> bytes:
+    """The body with its Content-Encoding (gzip, deflate) undone."""
+    encoding = response.headers.get("Content-Encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return raw
+    import zlib
+
+    try:
+        if encoding in ("gzip", "x-gzip"):
+            return zlib.decompress(raw, 16 + zlib.MAX_WBITS)
+        if encoding == "deflate":
+            try:
+                return zlib.decompress(raw)
+            except zlib.error:
+                return zlib.decompress(raw, -zlib.MAX_WBITS)
+    except zlib.error as exc:
+        raise _Retry(f"the {encoding} body does not decompress: {exc}") from None
+    return raw  # an encoding we did not ask for: the parser will say if it is not a CSV
+
+
+def _content_length(response: httpx.Response) -> int | None:
+    text = response.headers.get("Content-Length")
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
+def _partial(received: int, expected: int) -> str:
+    return (
+        f"partial download: received {received:,} of the {expected:,} bytes its "
+        "Content-Length announces"
+    )
+
+
+def _retry_after(text: str | None) -> float | None:
+    if not text:
+        return None
+    text = text.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _timeout_of(http: httpx.Client) -> str:
+    seconds = http.timeout.read or http.timeout.connect
+    return f"{seconds:g} s" if seconds is not None else "no limit"
+
+
+def _describe(exc: Exception, source: Source) -> str:
+    text = str(exc) or type(exc).__name__
+    proxy = proxy_for(source.url)
+    via = f" (through the proxy {proxy} named by the environment)" if proxy else ""
+    return f"{text}{via}"
+
+
+def _hint(source: Source) -> str:
+    proxy = proxy_for(source.url)
+    extra = (
+        f"; it is fetched through the proxy {proxy}: check it, or list the host in NO_PROXY"
+        if proxy
+        else ""
+    )
+    return (
+        f"check that {source.url} answers (e.g. curl -I), then run `nodus catalog update` "
+        f"again; the catalog in use was left as it was{extra}"
+    )

@@ -1,0 +1,375 @@
+"""``nodus catalog``: which catalog is in use and where its prices come from; and
+``nodus catalog update [SOURCE...]``: refresh the prices from their sources.
+
+Which catalog is in use, first match wins: ``--catalog FILE.csv``, ``NODUS_CATALOG``, the
+catalog ``nodus catalog update`` stored under ``NODUS_HOME``, the embedded one.
+
+The update reports its progress on stderr: a progress bar on a terminal, plain lines
+otherwise (none with ``--json``, whose one document goes to stdout). A failure names the
+source, exits 1 and leaves the catalog in use as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from nodus_cli import catalog, config
+from nodus_cli.catalog.sources import Source
+from nodus_cli.cli.output import Writer, emit_json
+from nodus_cli.text import plural
+
+#: The ``--json`` documents' shape: bumped only when a field is renamed or retyped.
+JSON_VERSION = 1
+
+CHOSEN_WORDS = {
+    "--catalog": "--catalog",
+    "NODUS_CATALOG": "NODUS_CATALOG",
+    "nodus catalog update": "`nodus catalog update` (stored under NODUS_HOME)",
+    "default": "default (no --catalog, no NODUS_CATALOG, no `nodus catalog update`)",
+}
+
+
+def run(catalog_path: str | None, as_json: bool) -> int:
+    cat = catalog.load(catalog_path)
+    suppliers: dict[str, int] = {}
+    for o in cat.offers:
+        suppliers[o.supplier] = suppliers.get(o.supplier, 0) + 1
+    embedded = cat.kind == catalog.EMBEDDED
+    age = cat.age_days()
+    max_age = config.catalog().max_age_days
+    doc: dict[str, Any] = {
+        "version": JSON_VERSION,
+        "path": cat.path,
+        "name": cat.name,
+        "kind": cat.kind,
+        "embedded": embedded,
+        "chosen_by": CHOSEN_WORDS.get(cat.chosen_by, cat.chosen_by),
+        "rows": len(cat.offers),
+        "cpu_only_rows": sum(1 for o in cat.offers if o.gpu is None),
+        "suppliers": dict(sorted(suppliers.items())),
+        "gpus": len({o.gpu for o in cat.offers if o.gpu}),
+        "built_from": cat.meta.get("built_from"),
+        "built_at": cat.meta.get("built_at"),
+        "prices_as_of": cat.meta.get("prices_as_of"),
+        "as_of_note": cat.meta.get("as_of_note"),
+        "age_days": round(age, 3) if age is not None else None,
+        "max_age_days": max_age,
+        "stale": age is not None and age > max_age,
+        "snapshot_note": cat.meta.get("snapshot_note"),
+        "provenance": cat.meta.get("provenance"),
+        "host_size_minimum": {
+            s: why for s, why in catalog.HOST_SIZE_MINIMUM.items() if s in suppliers
+        },
+        "dropped": cat.meta.get("dropped", {}),
+        "sources": cat.meta.get("sources", []),
+    }
+    if as_json:
+        emit_json(doc)
+        return 0
+    out = Writer()
+    kinds = {
+        catalog.EMBEDDED: "embedded catalog",
+        catalog.USER_FILE: "user catalog",
+        catalog.UPDATED: "updated catalog",
+    }
+    out.line(f"{out.paint('catalog in use', 'bold')}: {cat.name} ({cat.path})")
+    out.line(f"  {kinds.get(cat.kind, cat.kind)}, in use by {doc['chosen_by']}")
+    out.line(
+        f"  {plural(len(cat.offers), 'configuration')} ({doc['cpu_only_rows']} CPU-only), "
+        f"{plural(doc['gpus'], 'GPU model')}, {plural(len(suppliers), 'supplier')}"
+    )
+    as_of = doc["prices_as_of"] or "?"
+    note = f" ({doc['as_of_note']})" if doc["as_of_note"] else ""
+    out.line(f"  prices as of {as_of}{note}")
+    if doc["stale"]:
+        out.line(
+            "  "
+            + out.paint("warning:", "yellow")
+            + f" older than max_age_days = {max_age:g}: `nodus catalog update` fetches current "
+            "prices"
+        )
+    if embedded:
+        out.line(f"  built from {doc['built_from']} on {doc['built_at'] or '?'}")
+    elif cat.kind == catalog.USER_FILE:
+        out.line(f"  file modified on {doc['built_at'] or '?'}")
+    else:
+        out.line(f"  updated at {cat.meta.get('updated_at') or '?'}")
+    for reason, n in doc["dropped"].items():
+        out.line(f"  rows left out: {n} ({reason})")
+    for supplier, why in doc["host_size_minimum"].items():
+        out.line(f"  {supplier}: vCPU and memory are minimums, not sizes ({why})")
+    if doc["snapshot_note"]:
+        out.line(f"  {doc['snapshot_note']}")
+    if doc["provenance"]:
+        out.line(f"  provenance: {doc['provenance']}")
+    if cat.kind == catalog.UPDATED:
+        _show_update_sources(out, doc["sources"])
+    elif doc["sources"]:
+        out.line()
+        out.line(out.paint("sources (one per supplier):", "bold"))
+        out.table(
+            ["supplier", "rows", "repository@commit", "path"],
+            [
+                [
+                    str(s.get("supplier", "?")),
+                    str(suppliers.get(str(s.get("supplier", "")), 0)),
+                    f"{s.get('repo', '')}@{str(s.get('commit', ''))[:12]}",
+                    str(s.get("path", "")),
+                ]
+                for s in doc["sources"]
+            ],
+            right=(1,),
+            indent="  ",
+        )
+    elif suppliers:
+        out.line()
+        out.table(
+            ["supplier", "rows"],
+            [[name, str(n)] for name, n in sorted(suppliers.items())],
+            right=(1,),
+            indent="  ",
+        )
+    env = os.environ.get("NODUS_CATALOG")
+    out.line()
+    if embedded:
+        out.line(
+            out.paint(
+                "Other catalogs: `nodus catalog update` fetches current prices; "
+                "--catalog FILE.csv or NODUS_CATALOG=FILE.csv uses a file",
+                "dim",
+            )
+        )
+    elif cat.kind == catalog.UPDATED:
+        from nodus_cli.catalog import store as catalog_store
+
+        out.line(
+            out.paint(
+                f"`nodus catalog update` refreshes it; remove {catalog_store.folder()} to use "
+                "the embedded catalog again",
+                "dim",
+            )
+        )
+    elif env and catalog_path:
+        out.line(out.paint(f"(--catalog overrides NODUS_CATALOG={env})", "dim"))
+    out.flush()
+    return 0
+
+
+def _show_update_sources(out: Writer, sources: list[dict[str, Any]]) -> None:
+    out.line()
+    out.line(out.paint("sources:", "bold"))
+    out.table(
+        ["source", "rows", "bad", "fetched", "checked", "last", "url"],
+        [
+            [
+                str(s.get("name", "?")),
+                str(s.get("rows", 0)),
+                str(s.get("bad_rows", 0)),
+                str(s.get("fetched_at", "?")),
+                str(s.get("checked_at", "?")),
+                str(s.get("last_result", "")),
+                str(s.get("url", "")),
+            ]
+            for s in sources
+        ],
+        right=(1, 2),
+        indent="  ",
+    )
+
+
+# -- nodus catalog update ---------------------------------------------------------------------
+
+
+class PlainProgress:
+    """One line per event on stderr (not a terminal)."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, int | None] = {}
+
+    def start(self, source: Source, total: int | None) -> None:
+        size = f" ({total:,} bytes)" if total is not None else ""
+        sys.stderr.write(f"nodus: fetching {source.name} from {source.url}{size}\n")
+        sys.stderr.flush()
+
+    def advance(self, source: Source, received: int) -> None:
+        pass
+
+    def retry(self, source: Source, attempt: int, reason: str, delay: float) -> None:
+        sys.stderr.write(
+            f"nodus: {source.name}: attempt {attempt} failed ({reason}); retrying in "
+            f"{delay:.1f} s\n"
+        )
+        sys.stderr.flush()
+
+    def done(self, result: Any) -> None:
+        sys.stderr.write(f"nodus: {summary(result)}\n")
+        sys.stderr.flush()
+
+
+class BarProgress:
+    """A rich progress bar per source on stderr (a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+        from nodus_cli.cli.output import error_console
+
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            console=error_console(),
+            transient=False,
+        )
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> BarProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def start(self, source: Source, total: int | None) -> None:
+        task = self.tasks.get(source.name)
+        if task is None:
+            self.tasks[source.name] = self.bar.add_task(source.name, total=total)
+        else:
+            self.bar.reset(task, total=total)
+
+    def advance(self, source: Source, received: int) -> None:
+        task = self.tasks.get(source.name)
+        if task is not None:
+            self.bar.update(task, completed=received)
+
+    def retry(self, source: Source, attempt: int, reason: str, delay: float) -> None:
+        self.bar.console.print(
+            f"{source.name}: attempt {attempt} failed ({reason}); retrying in {delay:.1f} s",
+            markup=False,
+            highlight=False,
+        )
+
+    def done(self, result: Any) -> None:
+        task = self.tasks.get(result.source.name)
+        if task is not None:
+            self.bar.update(task, description=f"{result.source.name}: done")
+        self.bar.console.print(summary(result), markup=False, highlight=False)
+
+
+class NoProgress:
+    def start(self, source: Source, total: int | None) -> None:
+        pass
+
+    def advance(self, source: Source, received: int) -> None:
+        pass
+
+    def retry(self, source: Source, attempt: int, reason: str, delay: float) -> None:
+        pass
+
+    def done(self, result: Any) -> None:
+        pass
+
+
+def summary(result: Any) -> str:
+    """One source's outcome in a line."""
+    r = result
+    how = "not modified, kept" if r.stored.last_result == "not modified" else "fetched"
+    parts = [f"{r.source.name}: {how} {plural(len(r.rows), 'row', grouped=True)} ({r.format})"]
+    if r.bad_count:
+        parts.append(f"{plural(r.bad_count, 'bad row')} left out")
+    if r.dropped:
+        parts.append(f"{r.dropped} without an on-demand price")
+    for reason, n in sorted(r.stored.skipped.items()):
+        parts.append(f"{n} left out ({reason})")
+    return ", ".join(parts)
+
+
+def update(
+    arguments: list[str] | None,
+    as_json: bool,
+    timeout: float,
+    retries: int,
+) -> int:
+    from nodus_cli.catalog import sources as catalog_sources
+    from nodus_cli.catalog import update as catalog_update
+    from nodus_cli.catalog.sources import SourceError
+    from nodus_cli.errors import NodusError
+
+    cfg = config.catalog()
+    if arguments:
+        entries = []
+        for text in arguments:
+            try:
+                entries.append(config.parse_source(text))
+            except ValueError as exc:
+                raise NodusError(f"SOURCE {text!r}: {exc}", exit_code=2) from None
+    else:
+        entries = list(cfg.sources)
+    if not entries:
+        raise NodusError(
+            "no sources to update from: give SOURCE URLs, or list them in [catalog] sources "
+            f"in {config.config_path()}",
+            exit_code=2,
+            hint='e.g. sources = ["https://raw.githubusercontent.com/skypilot-org/'
+            'skypilot-catalog/master/catalogs/v7/aws/vms.csv"]',
+        )
+    sources = catalog_sources.resolve(entries)
+    reporter: Any
+    bar: BarProgress | None = None
+    if as_json:
+        reporter = NoProgress()
+        if sys.stderr.isatty():
+            bar = reporter = BarProgress()
+    elif sys.stderr.isatty():
+        bar = reporter = BarProgress()
+    else:
+        reporter = PlainProgress()
+    try:
+        if bar is not None:
+            with bar:
+                result = catalog_update.update(
+                    sources, timeout=timeout, retries=retries, reporter=reporter
+                )
+        else:
+            result = catalog_update.update(
+                sources, timeout=timeout, retries=retries, reporter=reporter
+            )
+    except SourceError as exc:
+        if as_json:
+            failed = exc.source
+            emit_json(
+                {
+                    "version": JSON_VERSION,
+                    "updated": False,
+                    "error": exc.message,
+                    "source": failed.name if failed else None,
+                    "url": failed.url if failed else None,
+                }
+            )
+        raise
+    if as_json:
+        emit_json(
+            {
+                "version": JSON_VERSION,
+                "updated": True,
+                "path": str(result.path),
+                "updated_at": result.updated_at,
+                "rows": result.rows,
+                "sources": [r.as_json() for r in result.results],
+            }
+        )
+        return 0
+    out = Writer()
+    rows = plural(result.rows, "configuration", grouped=True)
+    fetched = plural(len(result.results), "source")
+    out.line(f"{out.paint('updated', 'green')}: {rows} from {fetched} now in use ({result.path})")
+    for r in result.results:
+        out.line(f"  {summary(r)}")
+        for bad in r.bad_rows:
+            out.line(f"    bad row: {bad}")
+        if r.bad_count > len(r.bad_rows):
+            out.line(f"    ... and {plural(r.bad_count - len(r.bad_rows), 'more bad row')}")
+    out.flush()
+    return 0

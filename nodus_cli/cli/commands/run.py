@@ -1,0 +1,176 @@
+"""``nodus run`` and ``nodus rerun``: options in, a run out, through the Python API.
+
+The command parses what the Python API does not (``--env``, ``--output``), asks the
+:class:`~nodus_cli.api.client.Client` to check, record and run the workload, and renders what
+happened. The run itself (here, or in the background with ``--detach``) is
+:mod:`nodus_cli.run.launcher`'s and the driver's.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from nodus_cli.api.client import Client
+from nodus_cli.cli.output import emit_json, use_colour
+from nodus_cli.errors import UsageError
+from nodus_cli.text import money, safe
+from nodus_cli.workload import Workload
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def run(
+    file: str,
+    target: str,
+    catalog_path: str | None,
+    detach: bool,
+    retries: int,
+    as_json: bool,
+    env: list[str] | None = None,
+    output: str | None = None,
+) -> int:
+    if target == "catalog":
+        raise UsageError(
+            "the catalog is a market of quotes, not a place to run",
+            hint="run with --target local or --target swarm; `nodus plan` prices the catalog",
+        )
+    client = Client(target=target, catalog=catalog_path)
+    checked = client.check(file)
+    for problem in checked.warnings:
+        _line(safe(problem.render(file)))
+    assert checked.workload is not None
+    workload = with_overrides(checked.workload, env, output)
+    return _start(client, workload, file, detach, retries, as_json)
+
+
+def rerun(run_id: str, detach: bool, retries: int, as_json: bool) -> int:
+    record, workload = Client().rerun(run_id)
+    client = Client(target=record.target)
+    _status(f"re-running {record.id} ({safe(record.workload)}) on {record.target}")
+    return _start(client, workload, record.file, detach, retries, as_json)
+
+
+def with_overrides(workload: Workload, env: list[str] | None, output: str | None) -> Workload:
+    """``--env NAME`` (the host's value, resolved when the run starts, never stored),
+    ``--env NAME=VALUE`` (a literal) and ``--output DIR`` applied to the workload."""
+    extra: dict[str, str] = {}
+    for given in env or []:
+        name, sep, value = given.partition("=")
+        if not _ENV_NAME.match(name):
+            raise UsageError(
+                f"--env {given}: {name!r} is not an environment variable name",
+                hint="--env NAME passes the value NAME has here; --env NAME=VALUE a literal",
+            )
+        extra[name] = value.replace("$", "$$") if sep else f"${{{name}}}"
+    if extra:
+        workload = replace(
+            workload,
+            env={**workload.env, **extra},
+            stages=[replace(s, env={**s.env, **extra}) for s in workload.stages],
+        )
+    if output is not None:
+        workload = replace(workload, output_dir=str(Path(output).expanduser().resolve()))
+    return workload
+
+
+def _start(
+    client: Client,
+    workload: Workload,
+    file: str | None,
+    detach: bool,
+    retries: int,
+    as_json: bool,
+) -> int:
+    launch = client.prepare(workload, file=file, interactive=not as_json)
+    for note in launch.preparation.notes:
+        _status(f"note: {note}")
+    for warning in launch.warnings:
+        _status(f"warning: {warning}")
+    if detach:
+        return _detach(client, workload, file, retries, as_json, launch)
+    from nodus_cli.cli.display import TerminalSink
+
+    record, outcome = client.execute(
+        workload, file=file, retries=retries, sink=TerminalSink(json_mode=as_json), launch=launch
+    )
+    if as_json:
+        try:
+            doc = client.get(record.id).record().as_json(tasks=True)
+        except UsageError:
+            doc = record.as_json()
+        if outcome.unrecorded:
+            doc.update(
+                status=str(outcome.status),
+                exit_code=outcome.exit_code,
+                unrecorded=outcome.unrecorded,
+            )
+        emit_json({"version": 1, **doc})
+    else:
+        text = f"run {record.id}: {outcome.status}"
+        colour = "32" if outcome.status == "succeeded" else "31"
+        if use_colour() and sys.stderr.isatty():
+            text = f"\x1b[1;{colour}m{text}\x1b[0m"
+        _line(f"{text} (exit {outcome.exit_code}, cost {money(outcome.cost)})")
+    return int(outcome.exit_code)
+
+
+def _detach(
+    client: Client,
+    workload: Workload,
+    file: str | None,
+    retries: int,
+    as_json: bool,
+    launch: object,
+) -> int:
+    """Hand the run to a background supervisor; return once its first task holds its
+    place (so the GPUs it holds are visible to the next run) or it ended early."""
+    from nodus_cli.run.launcher import Launch
+
+    assert isinstance(launch, Launch)
+    run = client.submit(workload, file=file, retries=retries, handshake=True, launch=launch)
+    final = run.record()
+    first = final.stages[0] if final.stages else None
+    never_started = not final.status.active and (first is None or first.started_at is None)
+    if as_json:
+        emit_json(
+            {
+                "version": 1,
+                "id": run.id,
+                "status": str(final.status),
+                "pid": final.pid,
+                "exit_code": final.exit_code,
+                "message": final.message,
+            }
+        )
+    else:
+        print(run.id, flush=True)
+        if never_started:
+            _status(f"run {run.id} did not start: {safe(final.message or final.status)}")
+        elif not final.status.active:
+            _status(f"run {run.id} already ended: {final.status} (exit {final.exit_code})")
+        else:
+            _status(
+                f"started in the background; follow it with `nodus logs -f {run.id}`, "
+                f"stop it with `nodus stop {run.id}`"
+            )
+    if never_started:
+        return int(final.exit_code or 1)
+    return 0
+
+
+def execute_recorded(run_id: str, retries: int, catalog_path: str | None) -> int:
+    """The background half of ``--detach`` and of the Python API's ``client.run()``."""
+    from nodus_cli.run.launcher import supervise
+
+    return supervise(run_id, retries, catalog_path)
+
+
+def _status(message: str) -> None:
+    print(f"nodus: {message}", file=sys.stderr, flush=True)
+
+
+def _line(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,321 @@
+"""``nodus runs``, ``nodus logs`` and ``nodus stop``: living with runs.
+
+Each first lets :func:`nodus_cli.run.reconcile.reconcile` notice runs whose supervisor died
+(so no run is shown ``running`` with nobody running it). A damaged or unwritable records
+database still lets them show what is readable: ``runs`` opens it read-only, ``logs``
+finds a run's log by its id.
+
+The ``runs`` table fits a terminal's width (:class:`~nodus_cli.cli.output.Writer`): without
+``--wide`` it shows the start without its year and a long run's stages as a summary, and
+when that is still too wide it leaves out the exit code, the target and the start (the
+run id begins with it), then clips workload names and stages with "…". The run id is
+never shortened: it is what the other commands take. ``--wide`` shows every column in
+full, and so do a pipe and a file (no width to fit).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from nodus_cli.cli.output import Writer, emit_json, stderr_line
+from nodus_cli.errors import UsageError
+from nodus_cli.records import LogLine, RunRecord, RunStore, StageStatus, StoreError
+from nodus_cli.text import money, safe
+
+_COLOURS = {
+    "succeeded": "green",
+    "failed": "red",
+    "running": "cyan",
+    "pending": "cyan",
+    "cancelled": "yellow",
+    "budget_exhausted": "yellow",
+}
+
+
+def _store(catalog: str | None = None) -> RunStore:
+    from nodus_cli.run.reconcile import reconcile
+
+    store = RunStore.open()
+    for found in reconcile(store, catalog):
+        stderr_line(f"nodus: {safe(found)}")
+    return store
+
+
+# -- nodus runs ----------------------------------------------------------------------------
+
+
+def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool = False) -> int:
+    store = _store()
+    if run_id is not None:
+        return _show_run(store, run_id, as_json, wide)
+    found = store.list_runs(limit)
+    now = {r.id: d for r in found if r.status.active and (d := _describe(store, r))}
+    if as_json:
+        docs = [r.as_json() | ({"cluster": now[r.id]} if r.id in now else {}) for r in found]
+        emit_json({"version": 1, "runs": docs})
+        return 0
+    out = Writer(wide=wide)
+    if not found:
+        out.line(f"no runs recorded yet (records in {store.root})")
+        out.flush()
+        return 0
+    show_target = wide or {r.target for r in found} != {"local"}
+    headers = ["id", "workload", *(["target"] if show_target else []), "status", "exit"]
+    headers += ["started (UTC)", "cost", "stages"]
+    rows = []
+    for r in found:
+        stages = _stages_text(r, wide)
+        if r.id in now and wide:
+            stages += f" (now: {safe(now[r.id])})"
+        rows.append(
+            [
+                r.id,
+                safe(r.workload, newlines=False),
+                *([r.target] if show_target else []),
+                out.paint(str(r.status), _COLOURS.get(r.status, "bold")),
+                "" if r.exit_code is None else str(r.exit_code),
+                r.started_at[:16].replace("T", " ")
+                if wide
+                else r.started_at[5:16].replace("T", " "),
+                money(r.cost),
+                stages,
+            ]
+        )
+    exit_column = headers.index("exit")
+    out.table(
+        headers,
+        rows,
+        right=(exit_column, exit_column + 2),
+        # The run id starts with the date and time it was made: the start goes after the
+        # exit code and the target, before a workload name is clipped.
+        drop=(exit_column, *([2] if show_target else []), exit_column + 1),
+        clip=(1, len(headers) - 1),
+    )
+    if not wide:
+        out.line(out.paint("--wide shows every column in full; `nodus runs RUN_ID` one run", "dim"))
+    out.flush()
+    return 0
+
+
+def _stages_text(r: RunRecord, wide: bool) -> str:
+    if wide or len(r.stages) <= 2:
+        parts = [f"{s.name}:{s.status}" for s in r.stages]
+    else:
+        done = sum(1 for s in r.stages if s.status == StageStatus.SUCCEEDED)
+        current = next((s for s in r.stages if s.status != StageStatus.SUCCEEDED), None)
+        parts = [f"{done}/{len(r.stages)} ok"]
+        if current is not None:
+            parts.append(f"{current.name}:{current.status}")
+    text = " ".join(parts)
+    items = [s.task_counts for s in r.stages if s.task_counts]
+    if items:
+        total = sum(sum(c.values()) for c in items)
+        ok = sum(c.get("succeeded", 0) for c in items)
+        text += f" ({ok}/{total} items)"
+    return text
+
+
+def _describe(store: RunStore, record: RunRecord) -> str | None:
+    from nodus_cli import targets
+    from nodus_cli.errors import NodusError
+
+    try:
+        target = targets.get(record.target, store)
+        try:
+            return target.describe(record)
+        finally:
+            target.close()
+    except NodusError:
+        return None
+
+
+def _show_run(store: RunStore, run_id: str, as_json: bool, wide: bool = False) -> int:
+    record = store.get(run_id, tasks=True)
+    if as_json:
+        emit_json({"version": 1, **record.as_json(tasks=True)})
+        return 0
+    out = Writer(wide=wide)
+    out.line(
+        f"{out.paint(record.id, 'bold')}  {safe(record.workload)} on {record.target}: "
+        f"{out.paint(str(record.status), _COLOURS.get(record.status, 'bold'))}"
+        + (f" (exit {record.exit_code})" if record.exit_code is not None else "")
+        + f", cost {money(record.cost)}"
+    )
+    out.line(
+        f"started {record.started_at}" + (f", ended {record.ended_at}" if record.ended_at else "")
+    )
+    if record.message:
+        out.line(safe(record.message))
+    if record.output:
+        out.line(f"work directory: {record.output.get('kind')} {record.output.get('path') or ''}")
+    for s in record.stages:
+        out.line()
+        where = f" on {s.node}" if s.node else ""
+        gpus = f", GPUs {', '.join(s.gpu_uuids)}" if s.gpu_uuids else ""
+        took = f", {s.runtime_seconds:.1f}s" if s.runtime_seconds is not None else ""
+        code = f" (exit {s.exit_code})" if s.exit_code is not None else ""
+        out.line(
+            f"stage {out.paint(s.name, 'cyan')}: {s.status}{code}{where}{gpus}{took}, "
+            f"{money(s.cost)}"
+        )
+        if s.message:
+            out.line(f"  {safe(s.message)}")
+        if s.tasks:
+            rows = [
+                [
+                    str(t.index),
+                    safe(t.item, newlines=False),
+                    ",".join(d[-12:] for d in t.devices) or (t.node or "-"),
+                    str(t.status),
+                    "" if t.exit_code is None else str(t.exit_code),
+                    f"{t.runtime_seconds:.1f}s" if t.runtime_seconds is not None else "-",
+                ]
+                for t in s.tasks
+            ]
+            out.table(
+                ["#", "item", "device", "status", "exit", "time"],
+                rows,
+                right=(0, 4, 5),
+                indent="  ",
+                clip=(1, 2),
+                keep_end=(1, 2),  # items are paths, devices UUIDs: they differ at the end
+            )
+    out.flush()
+    return 0
+
+
+# -- nodus logs ------------------------------------------------------------------------
+
+
+def show_logs(
+    run_id: str | None,
+    as_json: bool,
+    follow: bool = False,
+    stage: str | None = None,
+    item: int | None = None,
+    tail: int | None = None,
+) -> int:
+    if tail is not None and tail < 0:
+        raise UsageError(f"--tail must be 0 or more, not {tail}")
+    try:
+        store = _store()
+        record = store.get(run_id) if run_id else store.newest()
+    except StoreError as exc:
+        return _logs_without_records(exc, run_id, as_json, stage, item, tail)
+    if stage is not None and stage not in {s.name for s in record.stages}:
+        names = ", ".join(s.name for s in record.stages)
+        raise UsageError(f"run {record.id} has no stage {stage!r} (its stages: {names})")
+    lines, offset = store.read_log(record.id)
+    shown = _filter(lines, stage, item)
+    if tail is not None:
+        shown = shown[-tail:] if tail else []
+    _print(shown, as_json)
+    if not follow:
+        return 0
+    from nodus_cli.run.reconcile import reconcile
+
+    checked = time.monotonic()
+    while True:
+        fresh, offset = store.read_log(record.id, offset)
+        _print(_filter(fresh, stage, item), as_json)
+        if not store.get(record.id).status.active:
+            fresh, offset = store.read_log(record.id, offset)
+            _print(_filter(fresh, stage, item), as_json)
+            return 0
+        if time.monotonic() - checked > 2.0:
+            checked = time.monotonic()
+            reconcile(store)
+        time.sleep(0.2)
+
+
+def _filter(lines: list[LogLine], stage: str | None, item: int | None) -> list[LogLine]:
+    return [
+        line
+        for line in lines
+        if (stage is None or line.stage == stage) and (item is None or line.item == item)
+    ]
+
+
+def _print(lines: list[LogLine], as_json: bool) -> None:
+    if not lines:
+        return
+    if as_json:
+        text = "".join(json.dumps(line.as_json(), ensure_ascii=False) + "\n" for line in lines)
+    else:
+        text = "".join(_human(line) + "\n" for line in lines)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _human(line: LogLine) -> str:
+    if line.stream == "nodus":
+        return f"nodus: {safe(line.text)}"
+    if line.stage is None:
+        return line.text
+    prefix = f"{line.stage}[{line.item}]" if line.item is not None else line.stage
+    return f"{prefix} | {line.text}"
+
+
+def _logs_without_records(
+    error: StoreError,
+    run_id: str | None,
+    as_json: bool,
+    stage: str | None,
+    item: int | None,
+    tail: int | None,
+) -> int:
+    """The records cannot be read: a run's log file still can."""
+    from nodus_cli import config
+
+    store = RunStore(config.home(), read_only=True)  # reads log files, not the database
+    ids = store.log_ids()
+    chosen = [i for i in ids if run_id is None or i.startswith(run_id)]
+    if not chosen:
+        raise error
+    stderr_line(f"nodus: warning: {safe(error.message)}; showing the log file alone")
+    lines, _ = store.read_log(chosen[0])
+    shown = _filter(lines, stage, item)
+    if tail is not None:
+        shown = shown[-tail:] if tail else []
+    _print(shown, as_json)
+    return 0
+
+
+# -- nodus stop ------------------------------------------------------------------------
+
+
+def stop_runs(run_ids: list[str], as_json: bool) -> int:
+    from nodus_cli.run.reconcile import Stopped, stop
+
+    store = RunStore.open()
+    results: list[dict[str, Any]] = []
+    unknown = False
+    stopped = False
+    for run_id in run_ids:
+        try:
+            result = stop(store, run_id)
+        except UsageError as exc:
+            unknown = True
+            results.append({"id": run_id, "result": "unknown", "message": exc.message})
+            if not as_json:
+                stderr_line(f"nodus: error: {safe(exc.message)}")
+            continue
+        stopped = stopped or result.result == Stopped.STOPPED
+        results.append(
+            {
+                "id": result.run_id,
+                "result": str(result.result),
+                "status": str(result.status),
+                "message": result.message,
+            }
+        )
+        if not as_json:
+            stderr_line(f"nodus: {safe(result.message)}")
+    if as_json:
+        emit_json({"version": 1, "runs": results})
+    if unknown:
+        return 2
+    return 0 if stopped else 1

@@ -1,0 +1,271 @@
+"""Starting a run: check it, record it, then run it here or hand it to a background process.
+
+:func:`prepare` does every check that can refuse a run before anything is recorded or
+started: the host environment has every ``${NAME}`` the workload takes, the target can
+run every stage (planned against what it holds now), the spending limits allow it.
+:func:`execute` records the run and drives it in this process (``nodus run``);
+:func:`submit` records it and starts a background supervisor (``nodus run --detach``,
+``client.run()``), which :func:`supervise` is. A background supervisor prepares again
+before it starts: what was free when the run was submitted may be taken by then.
+
+A supervisor claims its run (its pid, host and process start time go into the record),
+so a run whose supervisor died is noticed (:mod:`nodus_cli.run.reconcile`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from nodus_cli import targets
+from nodus_cli.errors import InvalidInput, NodusError, NotRunnable, OverBudget
+from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runtime_lookup
+from nodus_cli.run.driver import Allowance, Outcome, Runner, Sink
+from nodus_cli.workload import Workload, from_json
+
+if TYPE_CHECKING:
+    from nodus_cli.planning.planner import Plan
+    from nodus_cli.targets.base import Preparation, Target
+
+#: How long a submission waits for its background supervisor to place the first task.
+HANDSHAKE_SECONDS = 60.0
+
+
+@dataclass(slots=True)
+class Launch:
+    """A workload checked against a target, ready to be recorded and run."""
+
+    workload: Workload
+    target: Target
+    plan: Plan
+    preparation: Preparation
+    #: Each stage's environment with ``${NAME}`` resolved (held in memory only).
+    env: dict[str, dict[str, str]]
+    file: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    allowance: Allowance | None = None
+    #: Values taken from the host, and the template each stands for (masked in logs).
+    masks: dict[str, str] = field(default_factory=dict)
+
+
+#: Host values shorter than this are not masked in logs: "1" or "eu" would garble every
+#: line, and secrets are longer.
+MASK_MIN_LENGTH = 6
+
+
+def host_values(workload: Workload, host: Mapping[str, str]) -> dict[str, str]:
+    """Every value a ``${NAME}`` of the workload takes from ``host``: value -> ``${NAME}``."""
+    from nodus_cli.workload.environment import names
+
+    found: dict[str, str] = {}
+    for stage in workload.stages:
+        for value in stage.env.values():
+            for name in names(value):
+                taken = host.get(name)
+                if taken is not None and len(taken) >= MASK_MIN_LENGTH:
+                    found.setdefault(taken, f"${{{name}}}")
+    return found
+
+
+def resolved_env(workload: Workload, host: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Each stage's env with templates resolved; every missing variable in one error."""
+    from nodus_cli.workload.environment import MissingVariables, resolve
+
+    found: dict[str, dict[str, str]] = {}
+    missing: list[str] = []
+    for stage in workload.stages:
+        try:
+            found[stage.name] = resolve(stage.env, host)
+        except MissingVariables as exc:
+            missing.extend(line.strip() for line in str(exc).splitlines() if line.strip())
+    if missing:
+        raise InvalidInput(
+            "the workload takes values from this environment that are not set:\n  "
+            + "\n  ".join(dict.fromkeys(missing)),
+            hint="export them before running (they are never stored), or give a default: "
+            "${NAME:-default}",
+        )
+    return found
+
+
+def prepare(
+    workload: Workload,
+    target_name: str,
+    store: RunStore,
+    *,
+    catalog: str | None = None,
+    file: str | None = None,
+    interactive: bool = False,
+    host_env: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+) -> Launch:
+    """Every check that can refuse the run, before anything is recorded or started
+    (``run_id``: the run is recorded already, a background supervisor checking again)."""
+    host = os.environ if host_env is None else host_env
+    env = resolved_env(workload, host)
+    target = targets.get(target_name, store, catalog)
+    if hasattr(target, "interactive"):
+        target.interactive = interactive
+    history = runtime_lookup(store, fingerprint(workload))
+    plan = target.plan(workload, history)
+    try:
+        preparation = target.prepare(workload, plan)
+    except NotRunnable as exc:
+        # A target sees the workload, never the file it came from; the launcher knows the
+        # file, so it adds the hint that names the real path rather than a placeholder.
+        if exc.hint is None and not plan.feasible:
+            exc.hint = plan_elsewhere_hint(file)
+        raise
+    warnings = list(preparation.warnings)
+    unpriced = target.unpriced_budget(workload, plan)
+    if unpriced is not None:
+        warnings.append(unpriced)
+    from nodus_cli.run import limits
+
+    allowance = limits.check(store, workload, plan, preparation.price_per_hour, run_id)
+    masks = host_values(workload, host)
+    return Launch(workload, target, plan, preparation, env, file, warnings, allowance, masks)
+
+
+def plan_elsewhere_hint(file: str | None) -> str:
+    """Where to look when the target cannot run a stage at all: the plan against the
+    catalog, by the file's own path (quoted for a shell) when it is still there."""
+    what = "shows the configurations elsewhere that could run it"
+    if file is None or not Path(file).is_file():
+        return f"`nodus plan` on the workload file {what}"
+    import shlex
+
+    return f"`nodus plan {shlex.quote(file)}` {what}"
+
+
+def _unpriced(plan: Plan) -> bool:
+    return all(sp.selected is None or sp.selected.offer.price_per_hour <= 0 for sp in plan.stages)
+
+
+def execute(
+    launch: Launch,
+    store: RunStore,
+    *,
+    retries: int = 0,
+    sink: Sink | None = None,
+    record: RunRecord | None = None,
+) -> tuple[RunRecord, Outcome]:
+    """Record the run (unless it is already) and drive it in this process."""
+    if record is None:
+        record = store.create_run(
+            launch.workload, launch.target.name, launch.preparation.price_per_hour, launch.file
+        )
+    store.claim(record.id, os.getpid())
+    output = launch.workload.output_dir
+    runner = Runner(
+        launch.target,
+        store,
+        record,
+        launch.workload,
+        launch.plan,
+        launch.env,
+        retries=retries,
+        sink=sink,
+        allowance=launch.allowance,
+        copy_to=Path(output) if output else None,
+        masks=launch.masks,
+    )
+    try:
+        return record, runner.execute()
+    finally:
+        launch.target.close()
+
+
+def submit(
+    launch: Launch,
+    store: RunStore,
+    *,
+    retries: int = 0,
+    catalog: str | None = None,
+    handshake: bool = False,
+) -> RunRecord:
+    """Record the run and start its background supervisor; returns at once, or, with
+    ``handshake``, once the first task holds its place (or the run ended early)."""
+    record = store.create_run(
+        launch.workload, launch.target.name, launch.preparation.price_per_hour, launch.file
+    )
+    launch.target.close()
+    args = [sys.executable, "-m", "nodus_cli", "_exec", record.id, "--retries", str(retries)]
+    if catalog:
+        args += ["--catalog", catalog]
+    with open(store.stderr_path(record.id), "ab") as errors:
+        child = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+            start_new_session=True,
+            env={**os.environ, "NODUS_HOME": str(store.root)},
+        )
+    store.claim(record.id, child.pid)
+    if not handshake:
+        return record
+    return _handshake(store, record.id, child)
+
+
+def _handshake(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> RunRecord:
+    """Wait until the first task holds its place, the run ended, or the child died."""
+    deadline = time.monotonic() + HANDSHAKE_SECONDS
+    delay = 0.02
+    while True:
+        current = store.get(run_id)
+        first = current.stages[0] if current.stages else None
+        placed = first is not None and (first.started_at is not None or not first.status.active)
+        if not current.status.active or placed:
+            return current
+        if child.poll() is not None:
+            time.sleep(0.05)
+            current = store.get(run_id)
+            if current.status.active:  # it died without recording an outcome (a crash)
+                store.finish_run(
+                    run_id,
+                    RunStatus.FAILED,
+                    child.returncode or 1,
+                    0.0,
+                    f"the background process exited ({child.returncode}) before starting; "
+                    f"see {store.stderr_path(run_id)}",
+                )
+                current = store.get(run_id)
+            return current
+        if time.monotonic() >= deadline:
+            return current
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.2)
+
+
+def supervise(run_id: str, retries: int, catalog: str | None) -> int:
+    """The background half of a submission: prepare again, then run to completion."""
+    store = RunStore.open()
+    record = store.get(run_id)
+    store.claim(run_id, os.getpid())
+    workload = from_json(record.workload_json)
+    try:
+        launch = prepare(
+            workload, record.target, store, catalog=catalog, file=record.file, run_id=run_id
+        )
+        for warning in launch.warnings:
+            store.log_writer(run_id).write(None, None, "nodus", f"warning: {warning}")
+        _, outcome = execute(launch, store, retries=retries, record=record)
+    except NodusError as exc:
+        # Refused before the first task (GPUs taken meanwhile, an image gone, a spending
+        # limit reached): record it.
+        current = store.get(run_id)
+        if current.status.active:
+            log = store.log_writer(run_id)
+            log.write(None, None, "nodus", f"error: {exc.message}")
+            log.close()
+            status = RunStatus.BUDGET_EXHAUSTED if isinstance(exc, OverBudget) else RunStatus.FAILED
+            store.finish_run(run_id, status, exc.exit_code, current.cost, exc.message)
+        return exc.exit_code
+    return outcome.exit_code

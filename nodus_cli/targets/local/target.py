@@ -1,0 +1,859 @@
+"""The local Docker engine as a target: each task a container on this machine.
+
+Everything that could refuse a run (this machine lacks the GPUs, they are held by another
+nodus run, the engine is down, an image cannot be had, a mounted host path does not
+exist, a published port is taken) is checked in :meth:`LocalTarget.prepare`, before the
+first container starts.
+
+GPUs: a task gets exactly the GPUs chosen (by UUID) among this machine's GPUs of the
+planned model, never another model. Which GPUs are taken is read from the engine (live
+containers labelled ``nodus.gpus``, whatever their NODUS_HOME), under a lock held from
+the choice until the container exists, so two nodus runs never get the same GPU. A task
+that shares its GPU (``share_gpu``) is labelled with the memory it may use there; a
+device of D GB hosts shared tasks while their memory adds up to at most D, and never
+shares with a whole-GPU task.
+
+The lock is the user's own (``$XDG_RUNTIME_DIR/nodus`` or ``/tmp/nodus-UID``, a folder
+only the user can write, checked before use); the file is opened without following
+links and never re-moded. Runs of two different users on one machine are kept apart by
+the engine's labels alone.
+
+How a task ended, as the driver needs it: its own exit; 126/127 when its command cannot
+be started (as ``docker run``); out of memory (the kernel's kill at the limit); killed or
+removed from outside nodus (an operator's decision: never retried); the engine lost
+(worth a retry); stopped by nodus.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from nodus_cli import config
+from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.targets.base import (
+    Cleanup,
+    NodeInfo,
+    Preparation,
+    Started,
+    Target,
+    TargetFailure,
+    TargetName,
+    Task,
+    TaskContext,
+    TaskEnd,
+    TaskState,
+    WorkDir,
+)
+from nodus_cli.targets.docker import engine
+from nodus_cli.targets.docker.containers import (
+    LABEL_GPU_SHARE,
+    LABEL_GPUS,
+    LABEL_RUN,
+    ContainerSpec,
+    engine_config,
+    memory_limit,
+    spec_for,
+)
+from nodus_cli.targets.follower import LogFollower
+from nodus_cli.targets.local import machine
+
+if TYPE_CHECKING:
+    from nodus_cli.catalog import Offer
+    from nodus_cli.planning.planner import Plan, StagePlan
+    from nodus_cli.records import RunRecord
+    from nodus_cli.targets.local.gpu_usage import UsageReport
+    from nodus_cli.workload import Stage, Workload
+
+#: How long a retry waits for a restarting engine to answer again.
+ENGINE_RETURN_SECONDS = 60.0
+_NOT_FOUND_MARKERS = ("executable file not found", "no such file or directory")
+_LIVE = ["created", "running", "restarting", "paused"]
+
+
+@dataclass(slots=True)
+class _Holding:
+    """Who holds one GPU now: whole-GPU holders, and the memory shared tasks take."""
+
+    exclusive: str | None = None  # the run id of a whole-GPU holder
+    shared_gb: float = 0.0
+    sharers: int = 0
+    runs: set[str] | None = None
+
+
+class LocalTarget(Target):
+    name: ClassVar[TargetName] = TargetName.LOCAL
+    description: ClassVar[str] = "this machine"
+    price_hint: ClassVar[str] = (
+        "set price_per_hour under [local] in the nodus configuration file, "
+        "~/.config/nodus/config.toml or NODUS_CONFIG"
+    )
+
+    def __init__(self, store: Any, catalog: str | None = None) -> None:
+        super().__init__(store, catalog)
+        self.interactive = False  # show image pulls with a progress bar
+        self._engine: engine.Engine | None = None
+        self._gpus: list[machine.LocalGpu] | None = None
+        self._plan: Plan | None = None
+        self._work: dict[str, Path] = {}
+        self._containers: dict[str, str] = {}  # task key -> container id
+        self._stopping: set[str] = set()
+        self._removals: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    # -- planning ----------------------------------------------------------------------
+
+    def _local_gpus(self, workload: Workload | None) -> list[machine.LocalGpu]:
+        """This machine's GPUs; the driver is asked only when a stage wants one."""
+        if self._gpus is None:
+            wants = workload is None or workload.wants_gpu
+            self._gpus = machine.query_gpus() if wants else []
+        return self._gpus
+
+    def offers(self, workload: Workload) -> tuple[Offer, ...]:
+        return machine.offers(self._local_gpus(workload))
+
+    def prepare(self, workload: Workload, plan: Plan) -> Preparation:
+        self._plan = plan
+        found = self._local_gpus(workload)
+        for stage_plan in plan.stages:
+            if not stage_plan.feasible:
+                base = self.offers(workload)[0]
+                why = (stage_plan.explanation or "no eligible configuration").replace(
+                    " in this inventory", " on this machine"
+                )
+                gpus = f"{machine.describe(found)}, " if workload.wants_gpu else ""
+                # No hint here: the launcher adds one naming the workload's file, which
+                # this target never sees (launcher.plan_elsewhere_hint).
+                raise NotRunnable(
+                    f"this machine cannot run stage {stage_plan.name!r}: {why}.\n"
+                    f"This machine has {gpus}{base.vcpus:g} CPUs, "
+                    f"{base.memory_gb:g} GB memory, {base.disk_gb or 0:g} GB free disk."
+                )
+        _check_mounts(workload)
+        _check_ports(workload)
+        eng = self.docker()
+        if workload.wants_gpu and not eng.api_at_least(engine.MIN_GPU_API):
+            raise NotRunnable(
+                f"the Docker engine at {eng.where} speaks API {eng.api}; GPU device requests "
+                "need 1.40 (Docker 19.03) or newer",
+                hint="upgrade Docker",
+            )
+        self._check_gpus_free(workload)
+        for image in dict.fromkeys(s.image for s in workload.stages):
+            ensure_image(eng, image, progress=self.interactive)
+        return Preparation(price_per_hour=config.local().price_per_hour)
+
+    def docker(self) -> engine.Engine:
+        if self._engine is None:
+            self._engine = engine.local()
+        return self._engine
+
+    def _check_gpus_free(self, workload: Workload) -> None:
+        """Refuse now, before anything is recorded, when other runs hold the GPUs."""
+        gpu_stages = [s for s in workload.stages if s.requirements.wants_gpu]
+        if not gpu_stages:
+            return
+        try:
+            held = self._held()
+        except engine.EngineUnreachable as exc:
+            raise exc.as_nodus_error() from None
+        except engine.EngineFailure:
+            return  # the run itself will say what is wrong with the engine
+        for stage in gpu_stages:
+            self._pick(stage, held, ())
+
+    def capacity(self, stage: Stage, plan: StagePlan) -> int:
+        """Tasks of ``stage`` that fit at once now: free GPU slots, then CPUs and memory."""
+        req = stage.requirements
+        cpus, memory = machine.cpu_count(), machine.memory_gb()
+        fits = max(1, int(cpus // req.cpu)) if req.cpu else 1
+        if req.memory_gb and memory:
+            fits = min(fits, max(1, int(memory // req.memory_gb)))
+        if not req.wants_gpu:
+            return fits
+        try:
+            held = self._held()
+        except engine.EngineUnreachable as exc:
+            raise exc.as_nodus_error() from None
+        except engine.EngineFailure as exc:
+            raise NodusError(f"the Docker engine cannot list its containers: {exc}") from None
+        matching = self._matching(stage)
+        if req.share_gpu and req.peak_memory_gb:
+            slots = sum(
+                int(
+                    (g.nominal_memory_gb - held.get(g.uuid, _Holding()).shared_gb)
+                    // req.peak_memory_gb
+                )
+                for g in matching
+                if held.get(g.uuid, _Holding()).exclusive is None
+            )
+        else:
+            free = [g for g in matching if g.uuid not in held]
+            slots = len(free) // req.gpu_count
+        return max(1, min(fits, slots)) if slots else 1
+
+    # -- GPUs ----------------------------------------------------------------------
+
+    def _offer_for(self, stage: Stage) -> Offer:
+        assert self._plan is not None
+        for sp in self._plan.stages:
+            if sp.name == stage.name and sp.selected is not None:
+                return sp.selected.offer
+        raise NotRunnable(f"stage {stage.name!r} has no configuration on this machine")
+
+    def _matching(self, stage: Stage) -> list[machine.LocalGpu]:
+        """This machine's GPUs that fit the stage's planned model and memory."""
+        offer = self._offer_for(stage)
+        req = stage.requirements
+        return [
+            g
+            for g in self._local_gpus(None)
+            if g.family is not None
+            and g.family == offer.gpu
+            and (req.peak_memory_gb is None or g.nominal_memory_gb >= req.peak_memory_gb)
+        ]
+
+    def _held(self) -> dict[str, _Holding]:
+        """Every GPU a live nodus container holds on this engine, and how."""
+        held: dict[str, _Holding] = {}
+        for c in self.docker().containers({"label": [LABEL_GPUS], "status": _LIVE}):
+            labels = c.get("Labels") or {}
+            run = labels.get(LABEL_RUN, "another container")
+            share = _float(labels.get(LABEL_GPU_SHARE))
+            for uuid in (labels.get(LABEL_GPUS) or "").split(","):
+                if not uuid:
+                    continue
+                h = held.setdefault(uuid, _Holding(runs=set()))
+                assert h.runs is not None
+                h.runs.add(run)
+                if share is None:
+                    h.exclusive = run
+                else:
+                    h.shared_gb += share
+                    h.sharers += 1
+        return held
+
+    def _pick(
+        self, stage: Stage, held: dict[str, _Holding], prefer: tuple[str, ...]
+    ) -> tuple[str, ...]:
+        req = stage.requirements
+        matching = self._matching(stage)
+        model = self._offer_for(stage).gpu
+        if req.share_gpu and req.peak_memory_gb:
+            need_gb = req.peak_memory_gb
+
+            def room(g: machine.LocalGpu) -> float:
+                h = held.get(g.uuid)
+                if h is None:
+                    return g.nominal_memory_gb
+                return -1.0 if h.exclusive is not None else g.nominal_memory_gb - h.shared_gb
+
+            fits = [g for g in matching if room(g) >= need_gb]
+            if not fits:
+                raise NotRunnable(
+                    f"stage {stage.name!r} shares a {model} with {need_gb:g} GB per task; "
+                    f"none of this machine's {len(matching)} {model} has that much memory free "
+                    f"now ({_holders(matching, held)})",
+                    hint="wait for those runs to finish (`nodus runs`), or stop them with "
+                    "`nodus stop RUN_ID`",
+                )
+            if prefer and prefer[0] in {g.uuid for g in fits}:
+                return prefer
+            # Spread: the device with the most room first, then by index.
+            best = max(fits, key=lambda g: (room(g), -g.index))
+            return (best.uuid,)
+        need = req.gpu_count
+        free = [g for g in matching if g.uuid not in held]
+        if len(free) < need:
+            busy = len(matching) - len(free)
+            raise NotRunnable(
+                f"stage {stage.name!r} needs {need}× {model}; this machine has "
+                f"{len(matching)} that fit, {busy} of them in use ({_holders(matching, held)}); "
+                f"{len(free)} free",
+                hint="wait for that run to finish (`nodus runs`), or stop it with "
+                "`nodus stop RUN_ID`",
+            )
+        free_ids = {g.uuid for g in free}
+        if prefer and len(prefer) == need and all(u in free_ids for u in prefer):
+            return prefer  # a retry keeps its GPUs when they are still free
+        return tuple(g.uuid for g in sorted(free, key=lambda g: g.index)[:need])
+
+    # -- running -------------------------------------------------------------------
+
+    def begin(self, record: RunRecord, workload: Workload, plan: Plan) -> None:
+        self._plan = plan
+        work = self.store.work_dir(record.id)
+        work.mkdir(mode=0o700, exist_ok=True)
+        if not all(self._runs_as_root(s.image) for s in workload.stages):
+            # The image's user is not root: it must be able to write here. The folder's
+            # parent is private (0700), so no other user of this machine can reach it.
+            work.chmod(0o777)
+        self._work[record.id] = work
+
+    def _runs_as_root(self, image: str) -> bool:
+        try:
+            user = str(self.docker().image_config(image).get("User") or "")
+        except engine.EngineFailure:
+            return False
+        return user.split(":")[0] in ("", "root", "0")
+
+    def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
+        eng = self.docker()
+        if task.attempt > 1 and not eng.wait_until_alive(ENGINE_RETURN_SECONDS):
+            return TaskEnd(
+                TaskState.INFRASTRUCTURE,
+                1,
+                f"the Docker engine did not come back within {ENGINE_RETURN_SECONDS:g} s",
+            )
+        since = time.time()
+        try:
+            spec, cid = self._create(task, ctx)
+        except _Ended as ended:
+            return ended.end
+        try:
+            if not spec.gpu_uuids:
+                return self._run_container(task, ctx, cid, spec, since)
+            from nodus_cli.targets.local.gpu_usage import Sampler
+
+            with Sampler(spec.gpu_uuids) as sampler:
+                end = self._run_container(task, ctx, cid, spec, since)
+            report = sampler.report()
+            if task.item is None:  # a fan-out stage's driver sums its tasks' use up
+                self._report_usage(task, ctx, report)
+            return TaskEnd(end.state, end.exit_code, end.message, report.as_json())
+        finally:
+            with self._lock:
+                self._containers.pop(task.key, None)
+                self._stopping.discard(task.key)
+            self._remove_later(cid)
+
+    def _remove_later(self, cid: str) -> None:
+        """Remove an ended container without holding up the next task (as ``docker run
+        --rm`` leaves it to the daemon); :meth:`cleanup` waits for these removals."""
+
+        def remove() -> None:
+            with contextlib.suppress(engine.EngineFailure):
+                self.docker().remove(cid)
+
+        worker = threading.Thread(target=remove, name="nodus-remove", daemon=True)
+        worker.start()
+        with self._lock:
+            self._removals = [t for t in self._removals if t.is_alive()] + [worker]
+
+    def _create(self, task: Task, ctx: TaskContext) -> tuple[ContainerSpec, str]:
+        """Choose the GPUs and create the container, under the user's GPU lock."""
+        stage = task.stage
+        req = stage.requirements
+        offer = self._offer_for(stage)
+        lock = gpu_lock() if req.wants_gpu else contextlib.nullcontext()
+        with lock:
+            uuids: tuple[str, ...] = ()
+            if req.wants_gpu:
+                try:
+                    held = self._held()
+                except engine.EngineFailure as exc:
+                    raise _Ended(TaskState.INFRASTRUCTURE, 1, _lost(exc)) from None
+                uuids = self._pick(stage, held, task.previous_devices)
+            work = self._work.get(task.run_id)
+            spec = spec_for(task, uuids, str(work) if work is not None else None)
+            shown = f" on {', '.join(uuids)}" if uuids else ""
+            if task.item is None:
+                ctx.say(f"stage {stage.name}: starting {stage.image}{shown}")
+            cid = self._create_container(spec, task)
+            with self._lock:
+                self._containers[task.key] = cid
+            # Recorded once the container exists: from here its GPUs show as taken.
+            ctx.submitted()
+        slots = self._slots(stage)
+        ctx.started(
+            Started(
+                devices=uuids,
+                node=offer.machine_id,
+                price_per_hour=offer.price_per_hour / max(1, slots),
+                config=offer.as_json(),
+            )
+        )
+        return spec, cid
+
+    def _slots(self, stage: Stage) -> int:
+        """How many tasks of a fan-out stage share this machine's price (1 otherwise)."""
+        if stage.map is None:
+            return 1
+        req = stage.requirements
+        if not req.wants_gpu:
+            return max(1, int(machine.cpu_count() // req.cpu)) if req.cpu else 1
+        matching = self._matching(stage)
+        if req.share_gpu and req.peak_memory_gb:
+            return max(1, sum(int(g.nominal_memory_gb // req.peak_memory_gb) for g in matching))
+        return max(1, len(matching) // req.gpu_count)
+
+    def _create_container(self, spec: ContainerSpec, task: Task) -> str:
+        body = engine_config(spec)
+        eng = self.docker()
+        for attempt in (1, 2):
+            try:
+                return eng.create(spec.name, body)
+            except engine.EngineError as exc:
+                if exc.status == 409 and attempt == 1:
+                    # A container of this name survived an earlier attempt (engine restart).
+                    with contextlib.suppress(engine.EngineFailure):
+                        eng.remove(spec.name)
+                    continue
+                if exc.status < 500:
+                    raise InvalidInput(
+                        f"the engine refused stage {task.stage.name!r}: {exc.message}"
+                    ) from None
+                raise _Ended(
+                    TaskState.INFRASTRUCTURE,
+                    1,
+                    f"the engine failed to create the container: {exc.message}",
+                ) from None
+            except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
+                raise _Ended(TaskState.INFRASTRUCTURE, 1, _lost(exc)) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _run_container(
+        self, task: Task, ctx: TaskContext, cid: str, spec: ContainerSpec, since: float
+    ) -> TaskEnd:
+        eng = self.docker()
+        try:
+            eng.start(cid)
+        except engine.EngineError as exc:
+            return self._start_failed(exc, task, ctx)
+        except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
+            return TaskEnd(TaskState.INFRASTRUCTURE, 1, _lost(exc))
+        self._say_ports(task, ctx)
+        follower = LogFollower(partial(eng.logs, cid), ctx.emit)
+        follower.start()
+        waited = self._wait(task, cid)
+        # An exited container's log is complete: show what the live stream missed. Gone
+        # (or the engine with it), it cannot be read again.
+        follower.finish(complete=not isinstance(waited, TaskEnd))
+        if isinstance(waited, TaskEnd):
+            return waited
+        code = waited
+        if self._stopped(task):
+            return TaskEnd(TaskState.STOPPED, code, "stopped by nodus")
+        if code == 0:
+            return TaskEnd(TaskState.EXITED, 0)
+        return self._classify_exit(cid, code, since, spec)
+
+    def _wait(self, task: Task, cid: str) -> int | TaskEnd:
+        """The container's exit code, or how the task ended when it cannot be waited for."""
+        eng = self.docker()
+        while True:
+            try:
+                return eng.wait(cid, None)
+            except engine.EngineTimeout:
+                continue
+            except engine.EngineUnreachable as exc:
+                if self._stopped(task):
+                    return TaskEnd(TaskState.STOPPED, 137, "stopped by nodus")
+                if not eng.alive():
+                    return TaskEnd(
+                        TaskState.INFRASTRUCTURE,
+                        1,
+                        "lost the Docker engine while the task ran (did dockerd restart?) "
+                        f"({exc.reason})",
+                    )
+            except engine.EngineError as exc:
+                if self._stopped(task):
+                    return TaskEnd(TaskState.STOPPED, 137, "stopped by nodus")
+                if exc.status == 404:
+                    return TaskEnd(
+                        TaskState.KILLED, 137, "its container was removed from outside nodus"
+                    )
+                return TaskEnd(TaskState.INFRASTRUCTURE, 1, f"the engine failed: {exc.message}")
+
+    def _stopped(self, task: Task) -> bool:
+        with self._lock:
+            return task.key in self._stopping
+
+    def stop_task(self, task: Task) -> None:
+        with self._lock:
+            self._stopping.add(task.key)
+            cid = self._containers.get(task.key)
+        if cid is not None:
+            with contextlib.suppress(engine.EngineFailure):
+                self.docker().kill(cid)
+
+    def _start_failed(self, exc: engine.EngineError, task: Task, ctx: TaskContext) -> TaskEnd:
+        text = exc.message
+        lowered = text.lower()
+        if "could not select device driver" in lowered:
+            raise NotRunnable(
+                f"the engine cannot hand GPUs to containers: {text}",
+                hint="install the NVIDIA Container Toolkit (nvidia-container-toolkit) and "
+                "restart dockerd",
+            )
+        if "port is already allocated" in lowered or "address already in use" in lowered:
+            raise NotRunnable(
+                f"stage {task.stage.name!r} cannot publish its ports: {text}",
+                hint="free that port, or choose another host port in `ports`",
+            )
+        missing = any(m in lowered for m in _NOT_FOUND_MARKERS)
+        denied = "permission denied" in lowered
+        if exc.status >= 500 and not (missing or denied):
+            return TaskEnd(
+                TaskState.INFRASTRUCTURE, 1, f"the engine failed to start the container: {text}"
+            )
+        # The workload's command cannot be started: its failure, exit codes as `docker run`.
+        ctx.say(f"{_label(task)}: cannot start its command: {text}")
+        return TaskEnd(
+            TaskState.CANNOT_START,
+            127 if missing else 126,
+            f"its command could not be started: {text}",
+        )
+
+    def _classify_exit(self, cid: str, code: int, since: float, spec: ContainerSpec) -> TaskEnd:
+        """A non-zero exit: the workload's own, out of memory, or killed from outside."""
+        try:
+            events = self.docker().events(
+                since - 1.0, time.time(), {"container": [cid], "event": ["kill", "oom"]}
+            )
+        except engine.EngineFailure:
+            events = []
+        actions = [str(e.get("Action") or e.get("status") or "") for e in events]
+        if "oom" in actions:
+            return TaskEnd(
+                TaskState.OUT_OF_MEMORY,
+                code,
+                f"out of memory: it reached {memory_limit(spec.memory_bytes)}; raise memory_gb "
+                "in [requirements]",
+            )
+        kills = [e for e in events if (e.get("Action") or e.get("status")) == "kill"]
+        if kills:
+            attrs = (kills[0].get("Actor") or {}).get("Attributes") or {}
+            sig = attrs.get("signal", "?")
+            return TaskEnd(
+                TaskState.KILLED,
+                code,
+                f"killed from outside nodus (signal {sig}); not retried: an outside kill is "
+                "a decision, not a failure of the machine",
+            )
+        return TaskEnd(TaskState.EXITED, code)
+
+    def _say_ports(self, task: Task, ctx: TaskContext) -> None:
+        for p in task.stage.ports:
+            host = p.host_ip if p.host_ip not in (None, "", "0.0.0.0") else "127.0.0.1"
+            also = " (and on this machine's other addresses)" if not p.host_ip else ""
+            scheme = "udp" if p.protocol == "udp" else "http"
+            ctx.say(
+                f"{_label(task)}: port {p.container}/{p.protocol} answers at "
+                f"{scheme}://{host}:{p.host}{also}"
+            )
+
+    def _report_usage(self, task: Task, ctx: TaskContext, report: UsageReport) -> None:
+        label = _label(task)
+        if not report.available:
+            ctx.say(
+                f"{label}: could not check GPU use (no nvidia-smi on PATH): a request is not "
+                "proof of use"
+            )
+            return
+        peaks = {g.uuid: g for g in report.gpus}
+        if report.used:
+            detail = ", ".join(
+                f"{u} (peak {peaks[u].max_utilization:g}% util, "
+                f"{peaks[u].max_memory_used_mib:g} MiB)"
+                for u in report.used
+            )
+            ctx.say(f"{label}: GPUs used: {detail}")
+        if report.idle:
+            ctx.say(
+                f"warning: {label}: {_gpus(report.idle)} stayed idle (no "
+                "utilization, no memory allocated): a request is not proof of use; check that "
+                "the program sees them (CUDA_VISIBLE_DEVICES, the framework's device)"
+            )
+        if report.unsampled:
+            ctx.say(
+                f"{label}: no usable reading for {_gpus(report.unsampled)} (it "
+                "ended before the first sample, or the driver reports N/A)"
+            )
+
+    # -- after the run -------------------------------------------------------------
+
+    def release(self, record: RunRecord, succeeded: bool, copy_to: Path | None) -> WorkDir:
+        work = self._work.pop(record.id, None) or self.store.work_dir(record.id)
+        if not work.exists():
+            return WorkDir("none")
+        if copy_to is not None:
+            dest = copy_to / record.id
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copytree(work, dest, symlinks=True, dirs_exist_ok=True)
+            except OSError as exc:
+                return WorkDir(
+                    "kept",
+                    str(work),
+                    f"could not copy it to {dest}: {exc}; the work directory was kept",
+                )
+            shutil.rmtree(work, ignore_errors=True)
+            return WorkDir("copied", str(dest))
+        if succeeded:
+            shutil.rmtree(work, ignore_errors=True)
+            return WorkDir("removed")
+        return WorkDir("kept", str(work))
+
+    def cleanup(self, run_id: str) -> Cleanup:
+        """Remove every container of the run (twice: one may be mid-creation)."""
+        try:
+            return self._cleanup(run_id)
+        except engine.EngineFailure as exc:
+            raise TargetFailure(f"the Docker engine: {exc}") from None
+
+    def _cleanup(self, run_id: str) -> Cleanup:
+        with self._lock:
+            pending, self._removals = self._removals, []
+        for worker in pending:
+            worker.join(timeout=30)
+        eng = self.docker()
+        removed: list[str] = []
+        remaining: list[str] = []
+        for attempt in range(3):
+            found = eng.containers({"label": [f"{LABEL_RUN}={run_id}"]})
+            if not found and attempt > 0:
+                break
+            remaining = []
+            for c in found:
+                name = ",".join(n.lstrip("/") for n in c.get("Names") or []) or str(c["Id"])[:12]
+                try:
+                    eng.remove(str(c["Id"]))
+                    removed.append(f"container {name}")
+                except engine.EngineFailure as exc:
+                    remaining.append(f"container {name} ({exc})")
+            if not found:
+                break
+            time.sleep(0.1)
+        return Cleanup(sorted(set(removed)), remaining)
+
+    # -- looking -------------------------------------------------------------------
+
+    def describe(self, record: RunRecord) -> str | None:
+        try:
+            found = self.docker().containers({"label": [f"{LABEL_RUN}={record.id}"]})
+        except (engine.EngineFailure, NodusError):
+            return None
+        if not found:
+            return None
+        parts = [
+            f"{(c.get('Labels') or {}).get('nodus.stage', '?')}: {c.get('State', '?')}"
+            for c in found
+        ]
+        return "; ".join(sorted(parts))
+
+    def nodes(self) -> list[NodeInfo]:
+        gpus_found = machine.query_gpus()
+        try:
+            held = self._held()
+        except engine.EngineFailure:
+            held = {}
+        families = sorted({g.family or g.product for g in gpus_found})
+        memory = min((g.nominal_memory_gb for g in gpus_found), default=None)
+        return [
+            NodeInfo(
+                id=socket.gethostname(),
+                hostname=socket.gethostname(),
+                state="ready",
+                cpus=machine.cpu_count(),
+                memory_gb=machine.memory_gb(),
+                gpu=", ".join(families) or None,
+                gpu_memory_gb=memory,
+                gpus=len(gpus_found),
+                free_gpus=sum(1 for g in gpus_found if g.uuid not in held),
+                price_per_hour=config.local().price_per_hour,
+            )
+        ]
+
+    def close(self) -> None:
+        self._engine = None
+
+
+class _Ended(Exception):
+    """A task ended before its container ran (carried out of nested helpers)."""
+
+    def __init__(self, state: TaskState, code: int, message: str) -> None:
+        super().__init__(message)
+        self.end = TaskEnd(state, code, message)
+
+
+def _label(task: Task) -> str:
+    if task.item is None:
+        return f"stage {task.stage.name}"
+    return f"stage {task.stage.name} item {task.item.index}"
+
+
+def _lost(exc: BaseException) -> str:
+    reason = exc.reason if isinstance(exc, engine.EngineUnreachable) else str(exc)
+    return f"lost the Docker engine ({reason})"
+
+
+def _holders(matching: list[machine.LocalGpu], held: dict[str, _Holding]) -> str:
+    runs = sorted({r for g in matching for r in (held.get(g.uuid, _Holding()).runs or ())})
+    if not runs:
+        return "none held by nodus"
+    return f"held by nodus {'run' if len(runs) == 1 else 'runs'} {', '.join(runs)}"
+
+
+def _gpus(uuids: list[str]) -> str:
+    return f"{'GPU' if len(uuids) == 1 else 'GPUs'} {', '.join(uuids)}"
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def _check_mounts(workload: Workload) -> None:
+    """Every host path a stage mounts exists (named volumes are created when missing)."""
+    missing = []
+    for stage in workload.stages:
+        for m in stage.mounts:
+            if m.type == "bind" and not os.path.exists(m.source):
+                where = f"{m.where}: " if m.where else ""
+                missing.append(f"{where}{m.written or m.source}: {m.source} does not exist")
+    if missing:
+        raise InvalidInput(
+            "a mounted host path does not exist:\n  " + "\n  ".join(dict.fromkeys(missing)),
+            hint="create it, or fix the path (relative paths are relative to the workload file)",
+        )
+
+
+def _check_ports(workload: Workload) -> None:
+    """Every host port a stage publishes is free now."""
+    for stage in workload.stages:
+        for p in stage.ports:
+            kind = socket.SOCK_DGRAM if p.protocol == "udp" else socket.SOCK_STREAM
+            with socket.socket(socket.AF_INET, kind) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((p.host_ip or "0.0.0.0", p.host))
+                except OSError as exc:
+                    if exc.errno == errno.EADDRNOTAVAIL:
+                        raise InvalidInput(
+                            f"stage {stage.name!r}: ports: {p.host_ip} is not an address of "
+                            "this machine",
+                            hint="publish on 127.0.0.1, 0.0.0.0 or one of its addresses",
+                        ) from None
+                    raise NotRunnable(
+                        f"stage {stage.name!r}: host port {p.host}/{p.protocol} is in use on "
+                        f"this machine ({exc.strerror})",
+                        hint="stop what uses it, or publish on another host port "
+                        f'(ports = ["{p.host + 1}:{p.container}"])',
+                    ) from None
+
+
+# -- the GPU lock ------------------------------------------------------------------------
+
+
+def lock_folder() -> Path:
+    """A folder only this user can write: ``$XDG_RUNTIME_DIR/nodus`` or ``/tmp/nodus-UID``."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and _private(Path(runtime), allow_missing=False):
+        base = Path(runtime) / "nodus"
+    else:
+        base = Path(os.environ.get("TMPDIR") or "/tmp") / f"nodus-{os.getuid()}"
+    try:
+        base.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise NodusError(f"cannot create the lock folder {base}: {exc.strerror}") from None
+    if not _private(base, allow_missing=False):
+        raise NodusError(
+            f"the lock folder {base} is not private to this user (a link, another owner, or "
+            "writable by others): nodus will not use it",
+            hint=f"remove it (`rm -r {base}`) and run again; nodus recreates it 0700",
+        )
+    return base
+
+
+def _private(path: Path, allow_missing: bool) -> bool:
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return allow_missing
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+@contextlib.contextmanager
+def gpu_lock() -> Iterator[None]:
+    """Serialize GPU hand-out across this user's nodus processes on this machine."""
+    import fcntl
+
+    path = lock_folder() / "gpus.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise NodusError(
+            f"cannot open the GPU lock {path}: {exc.strerror}",
+            hint=f"remove {path} if it is not a plain file of yours",
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+# -- images ------------------------------------------------------------------------------
+
+
+def ensure_image(eng: engine.Engine, image: str, progress: bool = True) -> None:
+    """Pull ``image`` when the engine does not have it, showing progress on a terminal.
+
+    A pull that fails, or that makes no progress for ``NODUS_PULL_TIMEOUT`` seconds
+    (default 120), is one clear error: nothing has started yet.
+    """
+    try:
+        if eng.image_present(image):
+            return
+    except engine.EngineUnreachable as exc:
+        raise exc.as_nodus_error() from None
+    except engine.EngineFailure as exc:
+        raise NodusError(f"cannot inspect image {image}: {exc}") from None
+    idle = _pull_timeout()
+    try:
+        from nodus_cli.cli.output import PullDisplay
+
+        with PullDisplay(image, progress) as display:
+            eng.pull(image, display.event, idle_timeout=idle)
+        if not eng.image_present(image):
+            raise engine.EngineError(404, "the engine reports the pull done but has no such image")
+    except engine.EngineTimeout:
+        raise NodusError(
+            f"cannot get image {image}: the engine made no progress pulling it for {idle:g} s",
+            hint="is a registry reachable from the Docker engine? without one, `docker load` "
+            "the image first (NODUS_PULL_TIMEOUT sets this limit)",
+        ) from None
+    except (engine.EngineError, engine.EngineUnreachable) as exc:
+        detail = exc.message if isinstance(exc, engine.EngineError) else exc.reason
+        raise NodusError(
+            f"cannot get image {image}: {detail}",
+            hint="check the name and tag; for a private registry run `docker login`; "
+            "without a registry, `docker load` the image first",
+        ) from None
+
+
+def _pull_timeout() -> float:
+    try:
+        value = float(os.environ.get("NODUS_PULL_TIMEOUT", engine.PULL_IDLE_TIMEOUT))
+    except ValueError:
+        return engine.PULL_IDLE_TIMEOUT
+    return value if value > 0 else engine.PULL_IDLE_TIMEOUT

@@ -1,0 +1,166 @@
+"""Pure text for whatever nodus prints: counts with their nouns, money, terminal widths.
+
+The domain (the catalog, the planner, the targets) words its own messages with these;
+nothing here touches a terminal, so any layer may use it. What is shown on a terminal
+(colour, tables fitted to its width, rich) lives in :mod:`nodus_cli.cli.output`.
+
+Widths are what the eye sees, not what Python counts: colour codes take no column, a wide
+(CJK) character two, a combining mark none.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "ANSI",
+    "ELLIPSIS",
+    "RESET",
+    "clipped",
+    "display_width",
+    "gpu_text",
+    "money",
+    "plural",
+    "safe",
+    "take",
+    "wrap",
+]
+
+RESET = "\x1b[0m"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ELLIPSIS = "…"
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def safe(text: str, newlines: bool = True) -> str:
+    """Text from a workload or the engine, fit for a terminal: control characters (an
+    escape sequence in a workload name, say) are shown escaped, never interpreted."""
+    if not newlines:
+        text = text.replace("\n", "\\n").replace("\t", "\\t")
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+def plural(count: int, singular: str, many: str | None = None, *, grouped: bool = False) -> str:
+    """``1 offer``, ``2 offers``, ``0 offers``: the count and the noun that agrees with it
+    (``many`` for irregular plurals; ``grouped``: ``12,345 rows``, for counts that grow)."""
+    shown = f"{count:,}" if grouped else str(count)
+    return f"{shown} {singular if count == 1 else (many or singular + 's')}"
+
+
+def display_width(text: str) -> int:
+    """Terminal columns ``text`` takes: colour codes take none, a wide (CJK) character
+    two, a combining mark none. ASCII, the common case, is simply its length."""
+    if "\x1b" in text:
+        text = ANSI.sub("", text)
+    if text.isascii():
+        return len(text)
+    return sum(_char_width(c) for c in text)
+
+
+def _char_width(c: str) -> int:
+    import unicodedata
+
+    if unicodedata.combining(c):
+        return 0
+    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+
+
+def take(text: str, columns: int) -> tuple[str, str]:
+    """``text`` split after at most ``columns`` visible columns (colour codes travel with
+    the head); the head is never empty unless ``text`` is, so splitting always advances."""
+    used = 0
+    pos = 0
+    while pos < len(text):
+        code = ANSI.match(text, pos)
+        if code is not None:
+            pos = code.end()
+            continue
+        w = _char_width(text[pos]) if not text[pos].isascii() else 1
+        if used + w > columns and used > 0:
+            break
+        used += w
+        pos += 1
+    return text[:pos], text[pos:]
+
+
+def clipped(text: str, columns: int, keep_end: bool = False) -> str:
+    """``text`` in at most ``columns`` columns, ending in "…" when shortened (``keep_end``:
+    starting with it, the end kept); a painted cell keeps its colour up to the cut and is
+    reset after it."""
+    if display_width(text) <= columns:
+        return text
+    if keep_end:
+        plain = ANSI.sub("", text)[::-1]  # the end, taken as a head of the reversed text
+        tail, _ = take(plain, max(columns - 1, 0))
+        return ELLIPSIS + tail[::-1]
+    head, _ = take(text, max(columns - 1, 0))
+    if "\x1b" in head:
+        return head + ELLIPSIS + RESET
+    return head + ELLIPSIS
+
+
+def wrap(text: str, width: int, hang: str = "  ") -> list[str]:
+    """One line of prose as lines of at most ``width`` columns, broken between words.
+
+    Continuation lines start with the text's own indent plus ``hang``. A word longer than
+    a whole line is cut where the line ends (a terminal would cut it there anyway). A
+    colour open at a break is closed at the end of the line and opened again on the next,
+    so a pager or a copied line never bleeds colour.
+    """
+    if display_width(text) <= width:
+        return [text]
+    body = text.lstrip(" ")
+    first = text[: len(text) - len(body)]
+    rest = first + hang
+    if display_width(rest) > width // 2:  # a deep indent would leave no room for words
+        rest = hang
+    lines: list[str] = []
+    current, used, fresh, active = first, display_width(first), True, ""
+
+    def newline() -> None:
+        nonlocal current, used, fresh
+        lines.append(current.rstrip(" ") + (RESET if active else ""))
+        current, used, fresh = rest + active, display_width(rest), True
+
+    for word in body.split(" "):
+        size = display_width(word)
+        if not fresh:
+            if used + 1 + size > width:
+                newline()
+            else:
+                current += " "
+                used += 1
+        if fresh and not word:
+            continue  # a continuation line starts with its indent, not with spaces
+        while used + size > width:  # longer than a whole line: cut where the line ends
+            head, word = take(word, width - used)
+            current += head
+            active = _style_after(active, head)
+            newline()
+            size = display_width(word)
+        current += word
+        used += size
+        fresh = fresh and not word
+        active = _style_after(active, word)
+    lines.append(current.rstrip(" "))
+    return lines
+
+
+def _style_after(active: str, text: str) -> str:
+    """The colour codes still open after ``text``, given those open before it."""
+    for code in ANSI.findall(text):
+        active = "" if code == RESET else active + code
+    return active
+
+
+def money(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"${value:,.2f}" if value >= 0.1 or value == 0 else f"${value:,.4f}"
+
+
+def gpu_text(gpu: str | None, count: int, memory_gb: float) -> str:
+    return f"{count}× {gpu} {memory_gb:g} GB" if gpu else "no GPU"

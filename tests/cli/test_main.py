@@ -1,0 +1,94 @@
+"""The entry point: ``nodus validate`` parsed without Typer gives exactly what the Typer
+application gives (same output, same exit code), and hands anything else to Typer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+GOOD = 'image = "img:1"\ncommand = "true"\noptimization = "balanced"\n'
+BAD = 'image = "img:1"\ngpu_count = 3\n'
+
+
+def nodus(*args: str, typer: bool = False) -> subprocess.CompletedProcess[str]:
+    """``python -m nodus_cli ARGS``; with ``typer``, through the Typer application alone."""
+    if typer:
+        code = (
+            "import sys; from nodus_cli.cli.app import app\n"
+            "try:\n    app(args=sys.argv[1:], prog_name='nodus', standalone_mode=True)\n"
+            "except SystemExit as e:\n    sys.exit(e.code)\n"
+        )
+        command = [sys.executable, "-c", code, *args]
+    else:
+        command = [sys.executable, "-m", "nodus_cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[str, str]:
+    good, bad = tmp_path / "good.toml", tmp_path / "bad.toml"
+    good.write_text(GOOD)
+    bad.write_text(BAD)
+    return str(good), str(bad)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        [],
+        ["--json"],
+        ["--format", "github"],
+        ["--format=json"],
+        ["--strict"],
+        ["--format", "text", "--strict"],
+    ],
+)
+def test_the_fast_path_answers_exactly_as_typer(files: tuple[str, str], options: list[str]) -> None:
+    for chosen in ([files[0]], [files[1]], list(files)):
+        fast = nodus("validate", *options, *chosen)
+        slow = nodus("validate", *options, *chosen, typer=True)
+        assert (fast.returncode, fast.stdout, fast.stderr) == (
+            slow.returncode,
+            slow.stdout,
+            slow.stderr,
+        )
+
+
+def test_paths_after_a_double_dash(tmp_path: Path) -> None:
+    odd = tmp_path / "-odd.toml"
+    odd.write_text(GOOD)
+    done = nodus("validate", "--", str(odd))
+    assert done.returncode == 0 and "-odd.toml" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["validate", "--help"], 0, "Check workload files"),
+        (["validate", "--bogus", "x.toml"], 2, "No such option"),
+        (["validate"], 2, "Missing argument"),
+        (["validate", "--format", "yaml", "x.toml"], 2, "yaml"),
+    ],
+)
+def test_what_the_fast_path_does_not_know_goes_to_typer(
+    args: list[str], code: int, words: str
+) -> None:
+    done = nodus(*args)
+    assert done.returncode == code
+    assert words in done.stdout + done.stderr
+
+
+def test_validate_loads_no_heavy_module(files: tuple[str, str]) -> None:
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['nodus', 'validate', {files[0]!r}]\n"
+        "try:\n    runpy.run_module('nodus_cli', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = ('typer', 'click', 'rich', 'pydantic', 'docker', 'httpx', 'sqlite3')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stderr.strip().splitlines()[-1] == "[]"

@@ -1,0 +1,397 @@
+"""Run records (SQLite under NODUS_HOME): what is stored, read back, and used for plans."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from nodus_cli import records
+from nodus_cli.catalog import Offer
+from nodus_cli.errors import NodusError
+from nodus_cli.records import RunStatus, RunStore, StageRecord, StageStatus, StoreError
+from nodus_cli.workload import Workload, from_json, load_text
+
+TWO_STAGES = """
+name = "rec"
+image = "nodus-test/busybox:1"
+command = "echo hi"
+env = { A = "1" }
+budget = 5.0
+gpu = "H100"
+gpu_count = 2
+peak_memory_gb = 80
+[requirements]
+cpu = 4
+[[stages]]
+name = "prep"
+[[stages]]
+name = "train"
+gpu = "H100"
+gpu_count = 2
+"""
+
+
+def _workload(text: str = TWO_STAGES) -> Workload:
+    result = load_text(text, "rec.toml")
+    assert result.workload is not None, result.problems
+    return result.workload
+
+
+def _offer(gpu: str | None = "H100", count: int = 8, machine: str = "box") -> Offer:
+    return Offer(
+        supplier="local",
+        machine_id=machine,
+        region="local",
+        gpu=gpu,
+        gpu_count=count,
+        gpu_memory_gb=80.0 if gpu else 0.0,
+        vcpus=16,
+        memory_gb=64.0,
+        disk_gb=100.0,
+        arch="x86_64",
+        price_per_hour=2.0,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    return RunStore.open(tmp_path / "home")
+
+
+def test_a_run_is_recorded_with_its_stages(store: RunStore) -> None:
+    w = _workload()
+    rec = store.create_run(w, "local", 2.0, "rec.toml")
+    assert rec.status == RunStatus.PENDING
+    assert [s.status for s in store.get(rec.id).stages] == ["pending", "pending"]
+    store.set_running(rec.id)
+    assert store.get(rec.id).status == RunStatus.RUNNING
+    store.save_stage(
+        rec.id,
+        0,
+        StageRecord(
+            "prep",
+            StageStatus.SUCCEEDED,
+            0,
+            started_at="2025-01-01T00:00:00+00:00",
+            ended_at="2025-01-01T00:00:10+00:00",
+            runtime_seconds=10.0,
+            cost=0.0056,
+            config=_offer(None, 0).as_json(),
+            attempts=1,
+        ),
+    )
+    store.finish_run(rec.id, RunStatus.FAILED, 3, 0.0056, "stage 'train' failed")
+    got = store.get(rec.id)
+    doc = got.as_json()
+    assert doc["status"] == "failed" and doc["exit_code"] == 3
+    assert doc["workload"] == "rec" and doc["target"] == "local"
+    assert doc["budget"] == 5.0 and doc["price_per_hour"] == 2.0
+    assert doc["fingerprint"] == records.fingerprint(w)
+    assert doc["ended_at"] is not None
+    # a finished run has no stage left pending
+    assert [(s["name"], s["status"]) for s in doc["stages"]] == [
+        ("prep", "succeeded"),
+        ("train", "skipped"),
+    ]
+    assert doc["stages"][0]["configuration"]["machine_id"] == "box"
+    assert got.workload_json == w.as_json()
+
+
+def test_ids_are_found_by_unique_prefix(store: RunStore) -> None:
+    w = _workload()
+    a = store.create_run(w, "local", 0.0, None, run_id="20250101-000000-aaaaaa")
+    store.create_run(w, "local", 0.0, None, run_id="20250101-000000-aaabbb")
+    assert store.get("20250101-000000-aaaaaa").id == a.id
+    assert store.get("20250101-000000-aaaa").id == a.id
+    with pytest.raises(NodusError, match="matches several runs"):
+        store.get("20250101-000000-aaa")
+    with pytest.raises(NodusError, match="no run") as caught:
+        store.get("nope")
+    assert caught.value.exit_code == 2
+    with pytest.raises(NodusError, match="no run"):
+        store.get("2025%")  # no SQL wildcards
+
+
+def test_runs_are_listed_newest_first(store: RunStore) -> None:
+    w = _workload()
+    ids = [store.create_run(w, "local", 0.0, None).id for _ in range(3)]
+    assert [r.id for r in store.list_runs()] == ids[::-1]
+    assert len(store.list_runs(limit=2)) == 2
+
+
+def test_a_running_stage_of_an_ended_run_takes_the_runs_end(store: RunStore) -> None:
+    w = _workload()
+    rec = store.create_run(w, "local", 0.0, None)
+    store.save_stage(
+        rec.id, 1, StageRecord("train", StageStatus.RUNNING, None, gpu_uuids=["GPU-a"])
+    )
+    store.finish_run(rec.id, RunStatus.CANCELLED, 130, 0.0)
+    assert [s.status for s in store.get(rec.id).stages] == ["skipped", "cancelled"]
+
+
+def test_the_supervisor_is_claimed_with_its_host_and_start_time(store: RunStore) -> None:
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    store.claim(rec.id, os.getpid())
+    got = store.get(rec.id)
+    assert got.pid == os.getpid() and got.host == records.hostname()
+    assert got.pid_start is not None and records.process_alive(os.getpid(), got.pid_start)
+    assert not records.process_alive(os.getpid(), got.pid_start + 1)  # a recycled pid
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert not records.process_alive(dead.pid, None)
+
+
+def test_the_state_folder_is_private(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store = RunStore.open(home)
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    log = store.log_writer(rec.id)
+    log.write("main", None, "stdout", "secret")
+    log.close()
+    work = store.work_dir(rec.id)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(home) == 0o700 and mode(home / "logs") == 0o700 and mode(work.parent) == 0o700
+    assert mode(home / "runs.sqlite3") == 0o600
+    assert mode(home / "logs" / f"{rec.id}.jsonl") == 0o600
+
+
+def test_an_existing_open_state_folder_is_made_private(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    RunStore.open(home).create_run(_workload(), "local", 0.0, None)
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+
+
+_OPEN_AT_ONCE = """
+import sys, time
+from pathlib import Path
+from nodus_cli.records import RunStore
+start, folders = float(sys.argv[1]), sys.argv[2:]
+for k, folder in enumerate(folders):
+    while time.time() < start + 0.15 * k:
+        pass
+    store = RunStore.open(Path(folder))
+    store.spending("2000")
+    store.close()
+print("ok")
+"""
+
+
+def test_a_new_state_folder_opened_by_several_processes_at_once(tmp_path: Path) -> None:
+    # Parallel CI jobs that share a NODUS_HOME each open it first: the one that creates the
+    # records must not trip the others ("database is locked", "duplicate column name").
+    folders = [str(tmp_path / f"home{k}") for k in range(12)]
+    start = time.time() + 1.0  # every process started and imported by then
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AT_ONCE, str(start), *folders],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and out.strip() == "ok", err
+    for folder in folders:
+        with sqlite3.connect(Path(folder) / "runs.sqlite3") as db:
+            assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert db.execute("PRAGMA user_version").fetchone()[0] == records.store.SCHEMA_VERSION
+
+
+def test_records_of_the_first_version_are_brought_up_to_date(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        db.executescript(records.store._SCHEMA)
+        db.execute("PRAGMA user_version=1")
+    store = RunStore.open(home)
+    try:
+        run = store.create_run(_workload(), "local", 0.0, None)
+        store.claim(run.id, os.getpid())  # a version-2 column: host and process start
+        assert store.get(run.id).pid == os.getpid()
+    finally:
+        store.close()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == records.store.SCHEMA_VERSION
+        assert {"host", "pid_start", "stop_requested"} <= {
+            row[1] for row in db.execute("PRAGMA table_info(runs)")
+        }
+
+
+def test_a_damaged_database_is_named_with_how_to_set_it_aside(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "runs.sqlite3").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError) as caught:
+        RunStore.open(home)
+    assert "is damaged" in caught.value.message and "internal error" not in caught.value.message
+    assert caught.value.hint is not None and "mv " in caught.value.hint
+    assert "writable folder" not in caught.value.hint
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
+def test_a_read_only_home_still_lists_its_runs(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store = RunStore.open(home)
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    store.close()
+    home.chmod(0o500)
+    try:
+        again = RunStore.open(home)
+        assert again.read_only and [r.id for r in again.list_runs()] == [rec.id]
+        with pytest.raises(StoreError, match="read-only"):
+            again.create_run(_workload(), "local", 0.0, None)
+    finally:
+        home.chmod(0o700)
+
+
+def test_a_full_disk_is_named_as_such() -> None:
+    from nodus_cli.records.store import _explain
+
+    error = _explain(sqlite3.OperationalError("database or disk is full"), Path("/h/runs.sqlite3"))
+    assert error.message == "no space left on the disk holding the nodus records (/h/runs.sqlite3)"
+    assert error.hint is not None and "free some space" in error.hint
+
+
+def test_the_log_is_json_lines_and_a_partial_last_line_waits(store: RunStore) -> None:
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    log = store.log_writer(rec.id)
+    log.write("prep", None, "stdout", "one")
+    log.write("train", 3, "stderr", "two")
+    log.close()
+    path = store.root / "logs" / f"{rec.id}.jsonl"
+    with path.open("a") as handle:
+        handle.write('{"time": "t", "stage": "x", "text": "unfin')
+    lines, offset = store.read_log(rec.id)
+    assert [(line.stage, line.item, line.stream, line.text) for line in lines] == [
+        ("prep", None, "stdout", "one"),
+        ("train", 3, "stderr", "two"),
+    ]
+    with path.open("a") as handle:
+        handle.write('ished"}\n')
+    more, _ = store.read_log(rec.id, offset)
+    assert [line.text for line in more] == ["unfinished"]
+
+
+def test_the_log_stops_before_the_disk_is_full(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nodus_cli.records import logs
+
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    log = store.log_writer(rec.id)
+    log.write("main", None, "stdout", "kept")
+    monkeypatch.setattr(logs, "_free_bytes", lambda path: 10)
+    for i in range(200):
+        log.write("main", None, "stdout", f"line {i}")
+    assert not log.complete and "nearly" in (log.problem or "")
+    lines, _ = store.read_log(rec.id)
+    assert lines[0].text == "kept" and "the log ends here" in lines[-1].text
+
+
+def _succeed(store: RunStore, w: Workload, stage: int, offer: Offer, seconds: float) -> None:
+    rec = store.create_run(w, "local", offer.price_per_hour, None)
+    store.save_stage(
+        rec.id,
+        stage,
+        StageRecord(
+            w.stages[stage].name,
+            StageStatus.SUCCEEDED,
+            0,
+            runtime_seconds=seconds,
+            config=offer.as_json(),
+        ),
+    )
+    store.finish_run(rec.id, RunStatus.SUCCEEDED, 0, 0.0)
+
+
+def test_runtime_lookup_is_the_median_of_succeeded_stages_per_configuration(
+    store: RunStore,
+) -> None:
+    w = _workload()
+    h100 = _offer()
+    for seconds in (10.0, 30.0, 20.0):
+        _succeed(store, w, 1, h100, seconds)
+    lookup = records.runtime_lookup(store, records.fingerprint(w))
+    assert lookup("train", h100) == 20.0
+    assert lookup("train", _offer(count=4)) is None  # another configuration
+    assert lookup("prep", h100) is None
+    other = _workload(TWO_STAGES.replace('"echo hi"', '"echo other"'))
+    assert records.runtime_lookup(store, records.fingerprint(other))("train", h100) is None
+
+
+def test_a_cpu_only_stage_measured_without_gpus_counts_on_the_same_machine(
+    store: RunStore,
+) -> None:
+    """A local CPU-only run does not ask the driver, so it records the machine GPU-less;
+    `plan --target local` lists the machine with its GPUs. Same machine, same stage."""
+    w = _workload()
+    _succeed(store, w, 0, _offer(None, 0), 12.0)
+    lookup = records.runtime_lookup(store, records.fingerprint(w))
+    assert lookup("prep", _offer("H100", 8)) == 12.0
+    assert lookup("prep", _offer("H100", 8, machine="elsewhere")) is None
+
+
+def test_the_fingerprint_ignores_money_and_place_but_not_what_runs() -> None:
+    w = _workload()
+    limits = _workload(
+        TWO_STAGES.replace("budget = 5.0", "budget = 99.0").replace(
+            "cpu = 4", 'cpu = 4\nlocation = "eu"\nmax_price_per_hour = 50.0'
+        )
+    )
+    assert records.fingerprint(limits) == records.fingerprint(w)
+    other_command = _workload(TWO_STAGES.replace("echo", "echo -n", 1))
+    assert records.fingerprint(other_command) != records.fingerprint(w)
+
+
+def test_the_fingerprint_ignores_the_name_and_survives_a_round_trip() -> None:
+    w = _workload()
+    renamed = _workload(TWO_STAGES.replace('name = "rec"', 'name = "other"'))
+    assert records.fingerprint(w) == records.fingerprint(renamed)
+    again = from_json(json.loads(json.dumps(w.as_json())))
+    assert again.as_json() == w.as_json()
+    assert records.fingerprint(again) == records.fingerprint(w)
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    env = {**os.environ, "NODUS_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "nodus_cli", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+
+    return run
+
+
+def test_runs_and_logs_without_any_run(
+    cli: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    done = cli("runs", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout) == {"version": 1, "runs": []}
+    assert "no runs recorded yet" in cli("runs").stdout
+    missing = cli("logs", "20250101-000000-abcdef")
+    assert missing.returncode == 2
+    assert "no run '20250101-000000-abcdef'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    assert cli("rerun", "nope").returncode == 2
+    newest = cli("logs")
+    assert newest.returncode == 2 and "no run recorded yet" in newest.stderr

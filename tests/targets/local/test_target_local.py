@@ -1,0 +1,541 @@
+"""The local target without a real engine: refusals before anything starts, GPU hand-out
+(whole GPUs and GPUs shared by memory), the container body, the GPU lock, and how a task
+ended, against a scripted engine (what a live engine cannot be made to do on demand)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_engine import FakeEngine, ping
+from paths import REPO
+
+from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.planning.planner import no_history
+from nodus_cli.records import RunStatus, RunStore
+from nodus_cli.run import launcher
+from nodus_cli.targets.base import Item, Preparation, Task, TaskState
+from nodus_cli.targets.docker import engine
+from nodus_cli.targets.docker.containers import (
+    GIB,
+    LABEL_GPU_SHARE,
+    LABEL_GPUS,
+    engine_config,
+    spec_for,
+)
+from nodus_cli.targets.local import target as local
+from nodus_cli.targets.local.target import LocalTarget, _Holding
+from nodus_cli.workload import Mount, Port, Workload, load_text
+
+FAKE_BIN = REPO / "tests" / "fakes" / "bin"
+
+
+@pytest.fixture
+def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[pytest.MonkeyPatch]:
+    """The stand-in nvidia-smi first on PATH, a private configuration; set NODUS_FAKE_GPUS."""
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("NODUS_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("NODUS_HOME", str(tmp_path / "home"))
+    for key in ("NODUS_FAKE_GPUS", "NODUS_FAKE_GPU_UTIL", "NODUS_FAKE_GPU_UTIL_FILE"):
+        monkeypatch.delenv(key, raising=False)
+    yield monkeypatch
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    return RunStore.open(tmp_path / "home")
+
+
+def _workload(body: str) -> Workload:
+    result = load_text('name = "w"\nimage = "nodus-test/busybox:1"\ncommand = "true"\n' + body)
+    assert result.workload is not None, result.problems
+    return result.workload
+
+
+def _planned(store: RunStore, body: str) -> tuple[LocalTarget, Workload]:
+    target = LocalTarget(store)
+    w = _workload(body)
+    target._plan = target.plan(w, no_history)
+    return target, w
+
+
+# -- refusing before anything starts -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fake", "body", "has", "detail"),
+    [
+        ("h100x8", 'gpu = "A100"\n', "8× H100 80 GB", "A100"),
+        ("l4x1", 'gpu = "L4"\ngpu_count = 2\n', "1× L4 24 GB", "2"),
+        ("a100-40gbx2", 'gpu = "A100"\npeak_memory_gb = 80\n', "2× A100 40 GB", "80"),
+        (None, 'gpu = "H100"\n', "no NVIDIA GPU", "H100"),
+        (None, "[requirements]\ncpu = 100000\n", "", "100000"),
+    ],
+)
+def test_prepare_refuses_naming_what_this_machine_has(
+    machine: pytest.MonkeyPatch,
+    store: RunStore,
+    fake: str | None,
+    body: str,
+    has: str,
+    detail: str,
+) -> None:
+    if fake:
+        machine.setenv("NODUS_FAKE_GPUS", fake)
+    target = LocalTarget(store)
+    w = _workload(body)
+    with pytest.raises(NotRunnable) as caught:
+        target.prepare(w, target.plan(w, no_history))
+    assert caught.value.exit_code == 3
+    assert "this machine cannot run stage 'main'" in caught.value.message
+    assert f"This machine has {has}" in caught.value.message
+    assert detail in caught.value.message
+    if "gpu" not in body:  # a CPU-only workload is not told about GPUs
+        assert "GPU" not in caught.value.message
+        assert "CPUs" in caught.value.message
+
+
+def test_a_cpu_only_workload_does_not_ask_the_driver(
+    machine: pytest.MonkeyPatch, store: RunStore, tmp_path: Path
+) -> None:
+    machine.setenv("PATH", str(tmp_path))  # nvidia-smi would be missing: not needed
+    target = LocalTarget(store)
+    (offer,) = target.offers(_workload(""))
+    assert offer.gpu is None and target._gpus == []
+
+
+def test_an_engine_too_old_for_gpu_device_requests_is_refused(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    machine.setenv("NODUS_FAKE_GPUS", "l4x1")
+    target = LocalTarget(store)
+    w = _workload('gpu = "L4"\n')
+    plan = target.plan(w, no_history)
+    with FakeEngine() as fake:
+        fake.route("GET", "/_ping", ping("1.39"))
+        machine.setenv("DOCKER_HOST", fake.host)
+        with pytest.raises(NotRunnable, match=r"speaks API 1\.39; GPU device requests need 1\.40"):
+            target.prepare(w, plan)
+
+
+def test_a_missing_host_path_is_refused_naming_the_entry(
+    machine: pytest.MonkeyPatch, store: RunStore, tmp_path: Path
+) -> None:
+    target = LocalTarget(store)
+    w = _workload("")
+    mounts = (
+        Mount(str(tmp_path / "nope"), "/data", True, "./nope:/data:ro", "w.toml:4: mounts[0]"),
+    )
+    w = replace(w, stages=[replace(w.stages[0], mounts=mounts)])
+    with pytest.raises(InvalidInput) as caught:
+        target.prepare(w, target.plan(w, no_history))
+    assert "w.toml:4: mounts[0]: ./nope:/data:ro" in caught.value.message
+    assert f"{tmp_path / 'nope'} does not exist" in caught.value.message
+
+
+def test_a_published_port_in_use_is_refused(machine: pytest.MonkeyPatch, store: RunStore) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        target = LocalTarget(store)
+        w = _workload("")
+        w = replace(w, stages=[replace(w.stages[0], ports=(Port(80, port),))])
+        with pytest.raises(NotRunnable) as caught:
+            target.prepare(w, target.plan(w, no_history))
+    assert f"host port {port}/tcp is in use on this machine" in caught.value.message
+    assert caught.value.exit_code == 3
+
+
+# -- GPU hand-out --------------------------------------------------------------------------
+
+
+def test_gpus_are_picked_among_the_planned_model_only(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    machine.setenv("NODUS_FAKE_GPUS", "mixed")
+    target, w = _planned(store, 'gpu = "L4"\ngpu_count = 2\n')
+    stage = w.stages[0]
+    matching = target._matching(stage)
+    assert {g.family for g in matching} == {"L4"}
+    assert set(target._pick(stage, {}, ())) == {g.uuid for g in matching}
+
+
+def test_busy_gpus_are_skipped_and_a_retry_keeps_its_own(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    machine.setenv("NODUS_FAKE_GPUS", "h100x8")
+    target, w = _planned(store, 'gpu = "H100"\ngpu_count = 2\n')
+    stage = w.stages[0]
+    uuids = [g.uuid for g in target._matching(stage)]
+    busy = {uuids[0]: _Holding("run-a"), uuids[1]: _Holding("run-a")}
+    assert target._pick(stage, busy, ()) == tuple(uuids[2:4])
+    assert target._pick(stage, {}, (uuids[5], uuids[6])) == (uuids[5], uuids[6])
+    # previous GPUs taken meanwhile: any two free ones, same model and count
+    assert target._pick(stage, {uuids[5]: _Holding("b")}, (uuids[5], uuids[6])) == tuple(uuids[:2])
+
+
+def test_too_few_free_gpus_names_the_runs_holding_them_and_how_to_stop_them(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    machine.setenv("NODUS_FAKE_GPUS", "h100x8")
+    target, w = _planned(store, 'gpu = "H100"\ngpu_count = 8\n')
+    stage = w.stages[0]
+    held = {
+        g.uuid: _Holding("20250101-000000-abcdef", runs={"20250101-000000-abcdef"})
+        for g in target._matching(stage)[:4]
+    }
+    with pytest.raises(NotRunnable) as caught:
+        target._pick(stage, held, ())
+    assert caught.value.exit_code == 3
+    assert "20250101-000000-abcdef" in caught.value.message and "4 free" in caught.value.message
+    assert caught.value.hint is not None and "nodus stop RUN_ID" in caught.value.hint
+
+
+def _shared(store: RunStore, memory: float) -> tuple[LocalTarget, Workload]:
+    target, w = _planned(store, f'gpu = "L4"\npeak_memory_gb = {memory:g}\n')
+    stage = w.stages[0]
+    shared = replace(stage, requirements=replace(stage.requirements, share_gpu=True))
+    w = replace(w, stages=[shared])
+    target._plan = target.plan(w, no_history)
+    return target, w
+
+
+@pytest.mark.parametrize(("memory", "per_device"), [(10.0, 2), (5.0, 4), (24.0, 1)])
+def test_a_shared_gpu_hosts_floor_memory_over_need_tasks(
+    machine: pytest.MonkeyPatch, store: RunStore, memory: float, per_device: int
+) -> None:
+    machine.setenv("NODUS_FAKE_GPUS", "mixed")  # two L4 of 24 GB, one T4
+    target, w = _shared(store, memory)
+    stage = w.stages[0]
+    held: dict[str, _Holding] = {}
+    picks: list[str] = []
+    while True:
+        try:
+            (uuid,) = target._pick(stage, held, ())
+        except NotRunnable as exc:
+            assert f"{memory:g} GB per task" in exc.message
+            break
+        picks.append(uuid)
+        h = held.setdefault(uuid, _Holding(runs=set()))
+        h.shared_gb += memory
+        h.sharers += 1
+    l4 = [g.uuid for g in target._matching(stage)]
+    assert sorted(picks) == sorted(l4 * per_device)  # both devices, floor(24 / M) each
+    # spread: the device with the most room first
+    assert picks[:2] == l4 or picks[:2] == l4[::-1]
+
+
+def test_a_shared_task_never_joins_a_whole_gpu_task(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    machine.setenv("NODUS_FAKE_GPUS", "mixed")
+    target, w = _shared(store, 5.0)
+    stage = w.stages[0]
+    first, second = (g.uuid for g in target._matching(stage))
+    assert target._pick(stage, {first: _Holding("whole")}, ()) == (second,)
+
+
+def test_the_capacity_of_a_fanout_stage_counts_free_slots(
+    machine: pytest.MonkeyPatch, store: RunStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine.setenv("NODUS_FAKE_GPUS", "h100x8")
+    target, w = _planned(store, 'gpu = "H100"\ngpu_count = 2\n[requirements]\ncpu = 0.1\n')
+    monkeypatch.setattr(
+        target, "_held", lambda: {target._matching(w.stages[0])[0].uuid: _Holding("x")}
+    )
+    sp = target._plan.stages[0]  # type: ignore[union-attr]
+    assert target.capacity(w.stages[0], sp) == 3  # 7 free H100, 2 per task
+
+
+# -- the container -----------------------------------------------------------------------
+
+
+def _task(w: Workload, **changes: Any) -> Task:
+    return Task("run-1", w.name, w.stages[0], 0, w.stages[0].env, **changes)
+
+
+def test_the_container_body_is_the_local_contract() -> None:
+    w = _workload('env = { A = "1" }\ngpu = "H100"\ngpu_count = 2\n[requirements]\ncpu = 3\n')
+    spec = spec_for(_task(w), ("GPU-a", "GPU-b"), "/state/work/run-1")
+    body = engine_config(spec)
+    host = body["HostConfig"]
+    assert host["NanoCpus"] == 3_000_000_000
+    assert host["Memory"] == 6 * GIB == host["MemorySwap"]  # 2 GiB per CPU, no swap
+    assert 0 < host["ShmSize"] <= host["Memory"]
+    assert host["Privileged"] is False and "no-new-privileges" in host["SecurityOpt"]
+    (request,) = host["DeviceRequests"]
+    assert request["DeviceIDs"] == ["GPU-a", "GPU-b"] and request["Count"] == 0
+    assert request["Driver"] == "nvidia" and request["Capabilities"] == [["gpu"]]
+    (mount,) = host["Mounts"]
+    assert mount == {
+        "Type": "bind",
+        "Source": "/state/work/run-1",
+        "Target": "/nodus/work",
+        "ReadOnly": False,
+    }
+    assert "Binds" not in host and "Devices" not in host
+    env = dict(item.split("=", 1) for item in body["Env"])
+    assert env["A"] == "1" and env["NODUS_WORK_DIR"] == "/nodus/work"
+    assert env["NODUS_RUN_ID"] == "run-1" and env["NODUS_STAGE"] == "main"
+    assert "NODUS_ITEM" not in env
+    assert body["Labels"][LABEL_GPUS] == "GPU-a,GPU-b"
+    assert body["Labels"]["nodus.run"] == "run-1"
+    assert LABEL_GPU_SHARE not in body["Labels"]
+    # a command string replaces the image's ENTRYPOINT: /bin/sh -c TEXT, whatever it has
+    assert body["Entrypoint"] == ["/bin/sh", "-c", "true"] and "Cmd" not in body
+
+
+def test_an_item_task_carries_its_item_and_its_own_name() -> None:
+    w = _workload("")
+    spec = spec_for(_task(w, item=Item(3, "shard-3.jsonl", 10)), (), None)
+    body = engine_config(spec)
+    env = dict(item.split("=", 1) for item in body["Env"])
+    assert (env["NODUS_ITEM"], env["NODUS_ITEM_INDEX"], env["NODUS_ITEM_COUNT"]) == (
+        "shard-3.jsonl",
+        "3",
+        "10",
+    )
+    assert spec.name.endswith("-main-3") and body["Labels"]["nodus.item"] == "3"
+
+
+def test_a_command_list_goes_to_the_entrypoint_and_entrypoint_replaces_it() -> None:
+    w = _workload("")
+    stage = replace(w.stages[0], command=["--epochs", "3"], shell=False)
+    body = engine_config(spec_for(replace(_task(w), stage=stage)))
+    assert body["Cmd"] == ["--epochs", "3"] and "Entrypoint" not in body
+    body = engine_config(spec_for(replace(_task(w), stage=replace(stage, entrypoint=["python"]))))
+    assert body["Entrypoint"] == ["python"] and body["Cmd"] == ["--epochs", "3"]
+    cleared = engine_config(spec_for(replace(_task(w), stage=replace(stage, entrypoint=[]))))
+    assert cleared["Entrypoint"] == [""]  # as `docker run --entrypoint ""`
+
+
+def test_mounts_and_ports_reach_the_container() -> None:
+    w = _workload("")
+    stage = replace(
+        w.stages[0],
+        mounts=(Mount("/srv/data", "/data", True), Mount("hf-cache", "/root/.cache/hf")),
+        ports=(Port(8000, 8000), Port(80, 8080, "tcp", "127.0.0.1")),
+    )
+    body = engine_config(spec_for(replace(_task(w), stage=stage), (), "/w"))
+    mounts = body["HostConfig"]["Mounts"]
+    assert {"Type": "bind", "Source": "/srv/data", "Target": "/data", "ReadOnly": True} in mounts
+    assert {
+        "Type": "volume",
+        "Source": "hf-cache",
+        "Target": "/root/.cache/hf",
+        "ReadOnly": False,
+    } in mounts
+    assert body["ExposedPorts"] == {"8000/tcp": {}, "80/tcp": {}}
+    assert body["HostConfig"]["PortBindings"] == {
+        "8000/tcp": [{"HostIp": "", "HostPort": "8000"}],
+        "80/tcp": [{"HostIp": "127.0.0.1", "HostPort": "8080"}],
+    }
+
+
+def test_memory_gb_sets_the_limit_when_given() -> None:
+    w = _workload("[requirements]\ncpu = 1\nmemory_gb = 3\n")
+    body = engine_config(spec_for(_task(w)))
+    assert body["HostConfig"]["Memory"] == 3 * GIB
+    assert "DeviceRequests" not in body["HostConfig"] and "Mounts" not in body["HostConfig"]
+
+
+# -- the GPU lock ------------------------------------------------------------------------
+
+
+def test_the_gpu_lock_is_private_and_never_follows_a_link(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    victim = tmp_path / "victim"
+    victim.write_text("x")
+    victim.chmod(0o644)
+    folder = tmp_path / f"nodus-{os.getuid()}"
+    folder.mkdir(mode=0o700)
+    (folder / "gpus.lock").symlink_to(victim)
+    with pytest.raises(NodusError, match="cannot open the GPU lock"), local.gpu_lock():
+        pass
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644  # never chmodded
+
+
+def test_a_lock_folder_others_can_write_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    folder = tmp_path / f"nodus-{os.getuid()}"
+    folder.mkdir()
+    folder.chmod(0o777)
+    with pytest.raises(NodusError, match="is not private to this user"):
+        local.lock_folder()
+
+
+def test_the_lock_is_created_private(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    with local.gpu_lock():
+        pass
+    folder = tmp_path / f"nodus-{os.getuid()}"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "gpus.lock").stat().st_mode) == 0o600
+
+
+# -- how a task ended, against a scripted engine ------------------------------------------
+
+
+class ScriptedEngine:
+    """Stands in for :class:`engine.Engine`: each ``wait`` takes the next scripted step."""
+
+    where = "unix:///scripted.sock"
+
+    def __init__(self, waits: list[object], start_error: Exception | None = None) -> None:
+        self.waits = list(waits)
+        self.start_error = start_error
+        self.created: list[str] = []
+        self.removed: list[str] = []
+        self.alive_answers = [False, True]
+        self.conflict_once = False
+        self.events_seen: list[dict[str, object]] = []
+
+    def create(self, name: str, body: dict[str, object]) -> str:
+        if self.conflict_once:
+            self.conflict_once = False
+            raise engine.EngineError(409, f'Conflict. The container name "/{name}" is in use')
+        self.created.append(name)
+        return f"id-{len(self.created)}"
+
+    def start(self, cid: str) -> None:
+        if self.start_error is not None:
+            raise self.start_error
+
+    def logs(self, cid: str) -> Iterator[tuple[int, bytes]]:
+        yield 1, f"hello from {cid}\n".encode()
+
+    def wait(self, cid: str, timeout: float | None = None) -> int:
+        step = self.waits.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        assert isinstance(step, int)
+        return step
+
+    def kill(self, cid: str, signal: str = "KILL") -> None:
+        pass
+
+    def remove(self, cid: str) -> None:
+        self.removed.append(cid)
+
+    def containers(self, filters: dict[str, list[str]], all: bool = True) -> list[object]:
+        return []
+
+    def events(self, since: float, until: float, filters: object) -> list[dict[str, object]]:
+        return self.events_seen
+
+    def image_config(self, image: str) -> dict[str, object]:
+        return {}
+
+    def alive(self) -> bool:
+        return self.alive_answers.pop(0) if self.alive_answers else True
+
+    def wait_until_alive(self, seconds: float) -> bool:
+        return True
+
+
+def _scripted_run(
+    store: RunStore, fake: ScriptedEngine, retries: int
+) -> tuple[Any, dict[str, Any]]:
+    target = LocalTarget(store)
+    target._engine = fake  # type: ignore[assignment]
+    w = _workload("")
+    plan = target.plan(w, no_history)
+    launch = launcher.Launch(w, target, plan, Preparation(), {"main": {}})
+    record, outcome = launcher.execute(launch, store, retries=retries)
+    return outcome, store.get(record.id).as_json()
+
+
+def _said(store: RunStore, doc: dict[str, Any]) -> list[str]:
+    lines, _ = store.read_log(doc["id"])
+    return [line.text for line in lines if line.stream == "nodus"]
+
+
+def test_a_lost_engine_is_an_infrastructure_failure_that_is_retried(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    lost = engine.EngineUnreachable("unix:///scripted.sock", "the engine closed the connection")
+    fake = ScriptedEngine([lost, 0])
+    outcome, doc = _scripted_run(store, fake, retries=1)
+    assert outcome.status == RunStatus.SUCCEEDED and outcome.exit_code == 0
+    assert any("lost the Docker engine" in m and "retrying" in m for m in _said(store, doc))
+    assert doc["stages"][0]["attempts"] == 2
+    assert len(fake.created) == 2
+
+
+def test_a_lost_engine_without_retries_fails_the_run(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    lost = engine.EngineUnreachable("unix:///scripted.sock", "connection refused")
+    outcome, doc = _scripted_run(store, ScriptedEngine([lost]), retries=0)
+    assert outcome.status == RunStatus.FAILED and outcome.exit_code == 1
+    assert "lost the Docker engine" in str(doc["stages"][0]["message"])
+
+
+def test_a_command_the_engine_cannot_exec_is_the_workloads_failure(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    error = engine.EngineError(
+        500, 'OCI runtime create failed: exec: "x": executable file not found'
+    )
+    fake = ScriptedEngine([], start_error=error)
+    outcome, doc = _scripted_run(store, fake, retries=3)
+    assert outcome.exit_code == 127 and outcome.status == RunStatus.FAILED
+    assert doc["stages"][0]["attempts"] == 1
+
+
+def test_an_out_of_memory_kill_says_so_with_the_limit_and_the_key(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    fake = ScriptedEngine([137])
+    fake.events_seen = [{"Action": "oom"}, {"Action": "kill", "Actor": {"Attributes": {}}}]
+    outcome, doc = _scripted_run(store, fake, retries=2)
+    assert outcome.exit_code == 137 and doc["stages"][0]["attempts"] == 1
+    message = doc["stages"][0]["message"]
+    assert "out of memory: it reached its 2 GiB memory limit" in message
+    assert "raise memory_gb" in message
+    assert any("out of memory" in m for m in _said(store, doc))  # shown, not only recorded
+
+
+def test_an_outside_kill_is_not_retried(machine: pytest.MonkeyPatch, store: RunStore) -> None:
+    fake = ScriptedEngine([137])
+    fake.events_seen = [{"Action": "kill", "Actor": {"Attributes": {"signal": "9"}}}]
+    outcome, doc = _scripted_run(store, fake, retries=2)
+    assert outcome.exit_code == 137 and doc["stages"][0]["attempts"] == 1
+    assert "killed from outside nodus (signal 9)" in doc["stages"][0]["message"]
+    assert len(fake.created) == 1
+
+
+def test_a_stale_container_of_the_same_name_is_replaced(
+    machine: pytest.MonkeyPatch, store: RunStore
+) -> None:
+    fake = ScriptedEngine([0])
+    fake.conflict_once = True
+    outcome, _ = _scripted_run(store, fake, retries=0)
+    assert outcome.status == RunStatus.SUCCEEDED
+    assert fake.removed[0].startswith("nodus-")  # removed by name, then created
+
+
+def test_the_task_kinds_the_driver_acts_on_are_a_closed_vocabulary() -> None:
+    assert {s.value for s in TaskState} == {
+        "exited",
+        "cannot_start",
+        "out_of_memory",
+        "killed",
+        "infrastructure",
+        "stopped",
+    }

@@ -1,0 +1,953 @@
+# ruff: noqa: F811 - the fixtures imported from swarm_support are test parameters here
+"""The Swarm target against a real two-node Swarm (tests/harness/engine.sh swarm-up).
+
+The manager (this machine's engine) is labelled L4 24 GB with 2 fake GPUs at $0.70/h;
+the worker ``nodus-w1`` (a second engine in its own network namespace) H100 80 GB with
+4 fake GPUs at $12.50/h. Each test runs ``nodus`` as a subprocess with its own state.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from swarm_support import (  # noqa: F401 - fixtures
+    IMAGE,
+    Cluster,
+    SwarmNodus,
+    blocker,
+    cluster,
+    docker,
+    nodus_swarm,
+)
+
+from nodus_cli.errors import NotRunnable
+from nodus_cli.planning.planner import no_history
+from nodus_cli.records import RunStore
+from nodus_cli.targets import swarm
+from nodus_cli.targets.base import Task
+from nodus_cli.targets.docker.containers import spec_for
+from nodus_cli.targets.swarm import nodes as swarm_nodes
+from nodus_cli.targets.swarm.services import WorkMount, constraints_for
+from nodus_cli.workload import Requirements, Stage
+
+SPEC_NODE_KEYS = {
+    "id",
+    "hostname",
+    "state",
+    "cpus",
+    "memory_gb",
+    "gpu",
+    "gpu_memory_gb",
+    "gpus",
+    "free_gpus",
+    "price_per_hour",
+}
+SPEC_RUN_KEYS = {"id", "workload", "target", "status", "exit_code", "started_at", "ended_at"}
+
+
+def workload(tmp_path: Path, body: str, name: str = "w.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(f'image = "{IMAGE}"\n' + body, encoding="utf-8")
+    return path
+
+
+def gpu_workload(tmp_path: Path, command: str, gpu: str = "H100", count: int = 1) -> Path:
+    return workload(
+        tmp_path,
+        f"command = {json.dumps(command)}\n"
+        f'gpu = "{gpu}"\ngpu_count = {count}\n'
+        "[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n",
+    )
+
+
+def cpu_workload(tmp_path: Path, command: str) -> Path:
+    return workload(
+        tmp_path, f"command = {json.dumps(command)}\n[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n"
+    )
+
+
+def only_run(nodus: SwarmNodus) -> dict[str, Any]:
+    runs = nodus.runs()
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def engine_major() -> int:
+    return int(docker("version", "--format", "{{.Server.Version}}").split(".")[0])
+
+
+def run_tasks(run_id: str) -> list[dict[str, Any]]:
+    """Every task Swarm still holds for a run, its service removed or not."""
+    tasks = json.loads(
+        subprocess.run(
+            ["curl", "-s", "--unix-socket", "/var/run/docker.sock", "http://d/v1.41/tasks"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    return [
+        t
+        for t in tasks
+        if (t.get("Spec", {}).get("ContainerSpec", {}).get("Labels") or {}).get("nodus.run")
+        == run_id
+    ]
+
+
+def live_tasks(run_id: str, timeout: float = 20) -> list[dict[str, Any]]:
+    """The run's tasks Swarm still counts as pending or running, once that settles.
+
+    The manager learns a task's end from the worker's next report, so a container that is
+    already gone can show as running for a moment on a loaded machine; a task that is truly
+    left behind stays and is returned after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        live = [t for t in run_tasks(run_id) if t["Status"]["State"] in ("pending", "running")]
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.3)
+
+
+def wait_service(cluster: Cluster, run_id: str, timeout: float = 15) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = cluster.service(run_id)
+        if found:
+            assert len(found) == 1, found
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"no service of run {run_id} within {timeout}s")
+
+
+def wait_ended(nodus: SwarmNodus, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = only_run(nodus)
+        if run["status"] not in ("pending", "running"):
+            return run
+        time.sleep(0.3)
+    raise AssertionError(f"the run did not end within {timeout}s: {only_run(nodus)}")
+
+
+def wait_table_says(nodus: SwarmNodus, run_id: str, word: str, timeout: float = 20) -> str:
+    """`nodus runs` once its row for `run_id` says `word`: a submitted task is `pending`
+    until Swarm has placed and started it, which takes longer on a loaded machine."""
+    deadline = time.monotonic() + timeout
+    while True:
+        table = nodus("runs").stdout
+        row = next((ln for ln in table.splitlines() if ln.startswith(run_id)), "")
+        if word in row.split() or time.monotonic() > deadline:
+            return row
+        time.sleep(0.2)
+
+
+# -- without a cluster ---------------------------------------------------------------------
+
+
+def _node(**changes: Any) -> swarm.Node:
+    base: dict[str, Any] = dict(
+        id="n1",
+        hostname="gpu-1",
+        state="ready",
+        availability="active",
+        role="worker",
+        cpus=32.0,
+        memory_gb=256.0,
+        gpu="H100",
+        gpu_memory_gb=80.0,
+        gpus=8,
+        free_gpus=8,
+        free_cpus=32.0,
+        free_memory_gb=256.0,
+        price_per_hour=98.32,
+        price_source="label",
+        arch="x86_64",
+        labels={"nodus.gpu": "H100", "nodus.gpu_memory_gb": "80"},
+    )
+    base.update(changes)
+    return swarm.Node(**base)
+
+
+def _spec(stage: Stage) -> Any:
+    return spec_for(Task("r1", "wl", stage, 0, stage.env))
+
+
+def test_service_args_pin_the_node_and_hold_the_gpu_model() -> None:
+    stage = Stage(
+        "train",
+        IMAGE,
+        ["python", "train.py"],
+        {"A": "1"},
+        Requirements(gpu="H100", gpu_count=2, cpu=4, memory_gb=16),
+    )
+    spec = _spec(stage)
+    body = swarm.service_args(spec, constraints_for(spec, _node(), []), WorkMount())
+    task = body["TaskTemplate"]
+    assert task["Placement"]["Constraints"] == [
+        "node.id==n1",
+        "node.labels.nodus.gpu==H100",
+        "node.labels.nodus.gpu_memory_gb==80",
+    ]
+    res = task["Resources"]
+    assert res["Reservations"]["GenericResources"] == [
+        {"DiscreteResourceSpec": {"Kind": "NVIDIA-GPU", "Value": 2}}
+    ]
+    assert res["Reservations"]["NanoCPUs"] == res["Limits"]["NanoCPUs"] == 4_000_000_000
+    assert res["Reservations"]["MemoryBytes"] == res["Limits"]["MemoryBytes"] == 16 * 1024**3
+    assert task["RestartPolicy"]["Condition"] == "none"
+    assert body["Mode"] == {"ReplicatedJob": {"MaxConcurrent": 1, "TotalCompletions": 1}}
+    container = task["ContainerSpec"]
+    # The command replaces the image's CMD, never its ENTRYPOINT.
+    assert container["Args"] == ["python", "train.py"] and container.get("Command") is None
+    assert "A=1" in container["Env"] and "NODUS_WORK_DIR=/nodus/work" in container["Env"]
+    assert body["Labels"]["nodus.run"] == container["Labels"]["nodus.run"] == "r1"
+    shm = next(m for m in container["Mounts"] if m["Target"] == "/dev/shm")
+    assert shm["TmpfsOptions"]["SizeBytes"] == 8 * 1024**3
+
+
+def test_service_args_cpu_stage_only_pins_the_node() -> None:
+    stage = Stage("prep", IMAGE, None, {}, Requirements(cpu=1))
+    spec = _spec(stage)
+    body = swarm.service_args(
+        spec, constraints_for(spec, _node(), []), WorkMount("/tmp/nodus-work-r1")
+    )
+    task = body["TaskTemplate"]
+    assert task["Placement"]["Constraints"] == ["node.id==n1"]
+    assert "GenericResources" not in task["Resources"]["Reservations"]
+    container = task["ContainerSpec"]
+    assert container.get("Args") is None and container.get("Command") is None  # the image's
+    work = next(m for m in container["Mounts"] if m["Target"] == "/nodus/work")
+    assert work["Type"] == "bind" and work["Source"] == "/tmp/nodus-work-r1"
+
+
+def test_a_command_string_replaces_the_entrypoint_on_swarm_too() -> None:
+    stage = Stage("s", IMAGE, ["/bin/sh", "-c", "echo hi"], {}, Requirements(), shell=True)
+    spec = _spec(stage)
+    container = swarm.service_args(spec, [], WorkMount())["TaskTemplate"]["ContainerSpec"]
+    assert container["Command"] == ["/bin/sh", "-c", "echo hi"] and container.get("Args") is None
+
+
+def test_fanout_tasks_are_not_pinned_and_ports_use_the_routing_mesh() -> None:
+    from nodus_cli.workload import Port
+
+    stage = Stage(
+        "s", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1), ports=(Port(80, 8080),)
+    )
+    spec = _spec(stage)
+    body = swarm.service_args(spec, constraints_for(spec, None, [_node(id="n9")]), WorkMount())
+    assert body["TaskTemplate"]["Placement"]["Constraints"] == ["node.id!=n9"]
+    assert body["EndpointSpec"]["Ports"] == [
+        {"Protocol": "tcp", "PublishedPort": 8080, "TargetPort": 80, "PublishMode": "ingress"}
+    ]
+
+
+def test_node_without_generic_resources_offers_no_gpu() -> None:
+    raw = {
+        "ID": "abc",
+        "Description": {"Hostname": "h", "Resources": {"NanoCPUs": 4e9, "MemoryBytes": 8 << 30}},
+        "Spec": {"Labels": {"nodus.gpu": "H100"}, "Role": "worker", "Availability": "active"},
+        "Status": {"State": "ready"},
+    }
+    node = swarm_nodes._node(raw, (0, 0.0, 0.0), None)
+    assert node.gpus == 0 and node.as_offer().gpu is None
+    assert any("no NVIDIA-GPU generic resources" in p for p in node.problems)
+
+
+class FakeApi:
+    """Just enough of SwarmApi for planning and the pending diagnosis."""
+
+    def __init__(self, nodes: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> None:
+        self._nodes, self._tasks = nodes, tasks
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes
+
+    def tasks(self, filters: Any = None) -> list[dict[str, Any]]:
+        return self._tasks
+
+
+def raw_node(node_id: str, host: str, gpu: str | None, gpus: int) -> dict[str, Any]:
+    generic = [{"NamedResourceSpec": {"Kind": "NVIDIA-GPU", "Value": f"G{i}"}} for i in range(gpus)]
+    labels = {"nodus.gpu": gpu, "nodus.gpu_memory_gb": "80"} if gpu else {}
+    return {
+        "ID": node_id,
+        "Description": {
+            "Hostname": host,
+            "Resources": {"NanoCPUs": 8e9, "MemoryBytes": 64 << 30, "GenericResources": generic},
+            "Engine": {"EngineVersion": "20.10.24"},
+        },
+        "Spec": {"Labels": labels, "Role": "worker", "Availability": "active"},
+        "Status": {"State": "ready"},
+    }
+
+
+def gpu_task(node_id: str, gpus: int) -> dict[str, Any]:
+    generic = [{"DiscreteResourceSpec": {"Kind": "NVIDIA-GPU", "Value": gpus}}]
+    return {
+        "NodeID": node_id,
+        "Status": {"State": "running"},
+        "Spec": {"Resources": {"Reservations": {"GenericResources": generic}}},
+    }
+
+
+def _target(api: FakeApi, tmp_path: Path) -> swarm.SwarmTarget:
+    target = swarm.SwarmTarget(RunStore.open(tmp_path / "home"))
+    target._api = api  # type: ignore[assignment]
+    return target
+
+
+def explain(api: FakeApi, node_id: str, count: int, err: str | None = None) -> str:
+    import tempfile
+
+    stage = Stage("train", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=count, cpu=1))
+    node = next(n for n in swarm.list_nodes(api) if n.id == node_id)  # type: ignore[arg-type]
+    target = _target(api, Path(tempfile.mkdtemp()))
+    return target.explain_pending(stage, node, err)
+
+
+def test_pending_diagnosis_names_the_largest_matching_capacity() -> None:
+    api = FakeApi(
+        [raw_node("a", "gpu-a", "H100", 8), raw_node("b", "gpu-b", "H100", 4)],
+        [gpu_task("a", 7), gpu_task("b", 2)],
+    )
+    text = explain(api, "a", 4, "no suitable node (insufficient resources on 2 nodes)")
+    assert "submitted, none running" in text and "Swarm: no suitable node" in text
+    assert "needs 4 free H100" in text
+    assert "largest matching capacity is 2 free of 4 on gpu-b" in text
+
+
+def test_pending_diagnosis_when_the_node_lost_its_generic_resources() -> None:
+    api = FakeApi([raw_node("a", "gpu-a", "H100", 0)], [])
+    text = explain(api, "a", 2)
+    assert "declares no NVIDIA-GPU generic resources" in text
+    assert "nodus swarm init-node" in text and "largest matching" not in text
+
+
+def test_refusal_names_nodes_whose_gpus_are_not_declared(tmp_path: Path) -> None:
+    from nodus_cli.workload import Workload
+
+    stage = Stage("main", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1))
+    work = Workload(
+        name="w",
+        image=IMAGE,
+        command=None,
+        env={},
+        model=None,
+        budget=None,
+        requirements=stage.requirements,
+        stages=[stage],
+    )
+    api = FakeApi([raw_node("a", "gpu-a", "H100", 0)], [])
+    target = _target(api, tmp_path)
+    plan = target.plan(work, no_history)
+    # With no eligible node, the plan shows what the cluster holds instead of nothing.
+    (sp,) = plan.stages
+    assert [c.offer.machine_id for c in sp.nearest] == ["gpu-a"]
+    assert any(n.startswith("the cluster holds: gpu-a (8 CPUs") for n in sp.notes)
+    with pytest.raises(NotRunnable) as caught:
+        target.prepare(work, plan)
+    assert caught.value.exit_code == 3
+    assert "node gpu-a: labelled nodus.gpu=H100 but it declares no NVIDIA-GPU" in str(caught.value)
+
+
+def test_sharing_a_gpu_by_memory_is_refused_on_swarm_with_the_reason(tmp_path: Path) -> None:
+    from nodus_cli.workload import Workload
+
+    stage = Stage(
+        "main",
+        IMAGE,
+        None,
+        {},
+        Requirements(gpu="H100", gpu_count=1, peak_memory_gb=10, share_gpu=True),
+    )
+    work = Workload("w", IMAGE, None, {}, None, None, stage.requirements, [stage])
+    target = _target(FakeApi([raw_node("a", "gpu-a", "H100", 4)], []), tmp_path)
+    plan = target.plan(work, no_history)
+    assert any("Swarm reserves whole GPUs" in n for n in plan.stages[0].notes)
+    with pytest.raises(NotRunnable, match="which Swarm cannot do"):
+        target.prepare(work, plan)
+
+
+def test_the_current_docker_context_names_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    meta = tmp_path / "contexts" / "meta" / hashlib.sha256(b"gpu-cluster").hexdigest()
+    meta.mkdir(parents=True)
+    (meta / "meta.json").write_text(
+        json.dumps(
+            {"Name": "gpu-cluster", "Endpoints": {"docker": {"Host": "tcp://10.0.0.5:2375"}}}
+        )
+    )
+    (tmp_path / "config.json").write_text(json.dumps({"currentContext": "gpu-cluster"}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.delenv("DOCKER_CONTEXT", raising=False)
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert swarm.connect().where == "tcp://10.0.0.5:2375"
+    from nodus_cli.targets.docker import engine
+
+    assert engine.connect().where == "tcp://10.0.0.5:2375"  # the local target: the same engine
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/other.sock")  # DOCKER_HOST wins
+    assert swarm.connect().where == "unix:///run/other.sock"
+    assert engine.connect().where == "unix:///run/other.sock"
+
+
+def test_job_mode_follows_the_engine_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODUS_SWARM_MODE", raising=False)
+    assert not swarm.job_mode([_node(engine_version="20.10.24+dfsg1")])
+    assert swarm.job_mode([_node(engine_version="26.1.4")])
+    assert not swarm.job_mode([_node(engine_version="26.1.4"), _node(engine_version="23.0.1")])
+    monkeypatch.setenv("NODUS_SWARM_MODE", "replicated-job")
+    assert swarm.job_mode([_node(engine_version="20.10.24")])
+
+
+# -- nodes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.swarm
+def test_nodes_table_and_json(cluster: Cluster, nodus_swarm: SwarmNodus) -> None:
+    done = nodus_swarm("nodes")
+    assert done.returncode == 0, done.stderr
+    assert "nodus-w1" in done.stdout and cluster.manager_hostname in done.stdout
+    assert "H100 80 GB" in done.stdout and "L4 24 GB" in done.stdout
+    assert "$12.50" in done.stdout and "$0.70" in done.stdout
+    assert "not every configuration a supplier could offer" in done.stdout
+
+    doc = nodus_swarm.json("nodes")
+    assert "not every configuration" in doc["note"]
+    nodes = {n["hostname"]: n for n in doc["nodes"]}
+    assert set(nodes) == {"nodus-w1", cluster.manager_hostname}
+    for n in nodes.values():
+        assert set(n) >= SPEC_NODE_KEYS, n
+        assert n["state"] == "ready" and n["cpus"] > 0 and n["memory_gb"] > 0
+    w, m = nodes["nodus-w1"], nodes[cluster.manager_hostname]
+    assert (w["id"], w["gpu"], w["gpu_memory_gb"], w["gpus"], w["free_gpus"]) == (
+        cluster.worker_id,
+        "H100",
+        80.0,
+        4,
+        4,
+    )
+    assert w["price_per_hour"] == 12.5
+    assert (m["id"], m["gpu"], m["gpu_memory_gb"], m["gpus"], m["price_per_hour"]) == (
+        cluster.manager_id,
+        "L4",
+        24.0,
+        2,
+        0.7,
+    )
+
+
+@pytest.mark.swarm
+def test_nodes_price_from_the_machine_id_label(cluster: Cluster, nodus_swarm: SwarmNodus) -> None:
+    from nodus_cli import catalog
+
+    expected = min(o.price_per_hour for o in catalog.load().offers if o.machine_id == "p5.48xlarge")
+    saved = cluster.labels(cluster.worker_id)
+    try:
+        wanted = {k: v for k, v in saved.items() if k != "nodus.price_per_hour"}
+        cluster.set_labels(cluster.worker_id, {**wanted, "nodus.machine_id": "p5.48xlarge"})
+        doc = nodus_swarm.json("nodes")
+        worker = next(n for n in doc["nodes"] if n["hostname"] == "nodus-w1")
+        assert worker["price_per_hour"] == expected
+        assert worker["price_source"] == "catalog price of p5.48xlarge"
+    finally:
+        cluster.set_labels(cluster.worker_id, saved)
+    assert cluster.labels(cluster.worker_id) == saved
+
+
+# -- planning ------------------------------------------------------------------------------
+
+
+@pytest.mark.swarm
+def test_plan_places_each_gpu_model_on_its_node(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    h100 = nodus_swarm.json("plan", gpu_workload(tmp_path, "true", "H100", 2), "--target", "swarm")
+    selected = h100["stages"][0]["selected"]
+    assert (selected["supplier"], selected["machine_id"]) == ("swarm", "nodus-w1")
+    assert (selected["gpu"], selected["gpu_count"], selected["gpu_memory_gb"]) == ("H100", 4, 80)
+    assert h100["stages"][0]["eligible"] == 1
+
+    l4 = nodus_swarm.json("plan", gpu_workload(tmp_path, "true", "L4", 1), "--target", "swarm")
+    assert l4["stages"][0]["selected"]["machine_id"] == cluster.manager_hostname
+
+
+@pytest.mark.swarm
+def test_plan_explains_what_no_node_holds(nodus_swarm: SwarmNodus, tmp_path: Path) -> None:
+    eight = nodus_swarm("plan", gpu_workload(tmp_path, "true", "H100", 8), "--target", "swarm")
+    assert eight.returncode == 3, eight.stdout + eight.stderr
+    # Which requirement emptied the list, and the largest count the cluster holds.
+    assert "gpu_count" in eight.stdout
+    said = " ".join(eight.stdout.split())  # long lines wrap at the terminal's width
+    assert re.search(r"largest .*count.* 4\b.*nodus-w1", said), eight.stdout
+
+    a100 = gpu_workload(tmp_path, "true", "A100", 1)
+    plan = nodus_swarm("plan", a100, "--target", "swarm")
+    assert plan.returncode == 3
+    assert re.search(r"no configuration .*A100", " ".join(plan.stdout.split())), plan.stdout
+    run = nodus_swarm("run", a100, "--target", "swarm")
+    assert run.returncode == 3
+    assert "no node of the cluster can run stage 'main'" in run.stderr
+    assert "A100" in run.stderr and "Traceback" not in run.stderr
+    assert nodus_swarm.runs() == []  # refused before anything was recorded or submitted
+
+
+# -- running -------------------------------------------------------------------------------
+
+
+@pytest.mark.swarm
+def test_detached_gpu_run_service_spec_placement_and_records(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = gpu_workload(
+        tmp_path,
+        "cat /proc/1/environ | tr '\\0' '\\n' | grep DOCKER_RESOURCE; "
+        "echo shm=$(df -m /dev/shm | tail -1); sleep 4; echo done",
+        "H100",
+        2,
+    )
+    t0 = time.monotonic()
+    started = nodus_swarm("run", file, "--target", "swarm", "--detach")
+    assert started.returncode == 0, started.stderr
+    assert time.monotonic() - t0 < 10
+    run_id = started.stdout.strip().splitlines()[-1]
+
+    # The service as Swarm holds it, while the job runs.
+    services = wait_service(cluster, run_id)
+    spec = services[0]["Spec"]
+    task = spec["TaskTemplate"]
+    assert set(task["Placement"]["Constraints"]) == {
+        f"node.id=={cluster.worker_id}",
+        "node.labels.nodus.gpu==H100",
+        "node.labels.nodus.gpu_memory_gb==80",
+    }
+    reservations = task["Resources"]["Reservations"]
+    assert reservations["GenericResources"] == [
+        {"DiscreteResourceSpec": {"Kind": "NVIDIA-GPU", "Value": 2}}
+    ]
+    assert reservations["NanoCPUs"] == task["Resources"]["Limits"]["NanoCPUs"] == 250_000_000
+    quarter = 1024**3 // 4
+    assert reservations["MemoryBytes"] == task["Resources"]["Limits"]["MemoryBytes"] == quarter
+    assert spec["Labels"]["nodus.run"] == run_id and spec["Labels"]["nodus.stage"] == "main"
+    assert task["ContainerSpec"]["Labels"]["nodus.run"] == run_id
+    # One task, never restarted: a replicated job where Swarm can stop and clean up jobs
+    # (Docker >= 24), else the same one-off task as a one-replica service.
+    if engine_major() >= 24:
+        assert spec["Mode"] == {"ReplicatedJob": {"MaxConcurrent": 1, "TotalCompletions": 1}}
+    else:
+        assert spec["Mode"] == {"Replicated": {"Replicas": 1}}
+    assert task["RestartPolicy"]["Condition"] == "none"
+
+    # `nodus runs` shows the run with what the cluster says about it.
+    row = wait_table_says(nodus_swarm, run_id, "running")
+    assert "running" in row.split() and "main:running" in row, row
+    listed = only_run(nodus_swarm)
+    assert listed["id"] == run_id and listed["target"] == "swarm"
+    assert "cluster" in listed and "main:" in listed["cluster"]
+
+    run = wait_ended(nodus_swarm)
+    assert run["status"] == "succeeded" and run["exit_code"] == 0, run
+    assert set(run) >= SPEC_RUN_KEYS
+    stage = run["stages"][0]
+    assert (stage["name"], stage["status"], stage["exit_code"]) == ("main", "succeeded", 0)
+    assert stage["started_at"] and stage["ended_at"] and stage["runtime_seconds"] >= 4
+    assert stage["configuration"]["machine_id"] == "nodus-w1"
+    assert len(stage["gpus"]) == 2 and all(g.startswith("GPU-w1-") for g in stage["gpus"])
+    assert run["cost"] > 0  # $12.50/h for a few seconds
+
+    log = nodus_swarm("logs", run_id).stdout
+    line = next(ln for ln in log.splitlines() if "DOCKER_RESOURCE_NVIDIA-GPU=" in ln)
+    assert line.startswith("main | ")
+    ids = line.split("=", 1)[1].split(",")
+    assert sorted(ids) == sorted(stage["gpus"])
+    assert "main | done" in log
+    shm = next(ln for ln in log.splitlines() if "shm=" in ln)
+    assert " 128 " in shm  # /dev/shm: half of the 0.25 GiB memory limit
+    assert cluster.service(run_id) == []  # removed once it completed
+
+
+@pytest.mark.swarm
+def test_exit_code_output_and_logs(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = cpu_workload(tmp_path, "echo to-stdout; echo to-stderr >&2; exit 7")
+    done = nodus_swarm("run", file, "--target", "swarm")
+    assert done.returncode == 7, done.stderr
+    # Each line keeps its stream, as on the local engine.
+    assert "main | to-stdout" in done.stdout and "main | to-stderr" in done.stderr
+    assert "to-stderr" not in done.stdout
+    assert f"submitting to node {cluster.manager_hostname} (no GPU)" in done.stderr
+    run = only_run(nodus_swarm)
+    assert (run["status"], run["exit_code"]) == ("failed", 7)
+    assert (run["stages"][0]["status"], run["stages"][0]["exit_code"]) == ("failed", 7)
+    assert run["stages"][0]["configuration"]["machine_id"] == cluster.manager_hostname
+    log = nodus_swarm("logs", run["id"]).stdout
+    assert "main | to-stdout" in log and "main | to-stderr" in log
+    assert cluster.service(run["id"]) == []
+
+
+@pytest.mark.swarm
+def test_a_job_killed_at_its_memory_limit_names_the_likely_cause(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = workload(
+        tmp_path, 'command = "tail /dev/zero"\n[requirements]\ncpu = 0.25\nmemory_gb = 0.02\n'
+    )
+    done = nodus_swarm("run", file, "--target", "swarm")
+    assert done.returncode == 137, done.stderr
+    said = " ".join(done.stderr.split())
+    assert "killed (exit 137, SIGKILL); Swarm does not report why" in said, done.stderr
+    assert "its 0.02 GiB memory limit (which includes /dev/shm)" in said
+    assert "raise memory_gb in [requirements]" in said
+    run = only_run(nodus_swarm)
+    assert (run["status"], run["exit_code"]) == ("failed", 137)
+    assert "0.02 GiB memory limit" in (run["stages"][0]["message"] or "")
+    assert cluster.service(run["id"]) == []
+
+
+@pytest.mark.swarm
+def test_output_of_a_remote_job_is_complete_and_not_repeated(
+    nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    # Live lines for a while, then a burst on both streams at once, then an
+    # unterminated last line: every line exactly once, on its own stream, in the
+    # terminal and the log. (The unterminated stdout line is not glued to stderr lines
+    # that the engine delivers after it.)
+    file = gpu_workload(
+        tmp_path,
+        "for i in $(seq 1 15); do echo live$i; echo elive$i >&2; sleep 0.05; done; "
+        "seq 1 1500 | sed s/^/o/; seq 1 1500 | sed s/^/e/ >&2; printf tail",
+    )
+    done = nodus_swarm("run", file, "--target", "swarm")
+    assert done.returncode == 0, done.stderr
+    out = [f"live{i}" for i in range(1, 16)] + [f"o{i}" for i in range(1, 1501)] + ["tail"]
+    err = [f"elive{i}" for i in range(1, 16)] + [f"e{i}" for i in range(1, 1501)]
+    expected = out + err
+    shown = [ln.removeprefix("main | ") for ln in done.stdout.splitlines()]
+    shown_err = [
+        ln.removeprefix("main | ") for ln in done.stderr.splitlines() if ln.startswith("main | ")
+    ]
+    # Every line once, on its stream, each stream in its order.
+    assert shown == out
+    assert shown_err == err
+    log = nodus_swarm("logs", only_run(nodus_swarm)["id"]).stdout
+    output = [ln for ln in log.splitlines() if not ln.startswith("nodus: ")]
+    assert sorted(ln.removeprefix("main | ") for ln in output) == sorted(expected)
+    # nodus's own status lines are in the log too, as for every target
+    assert any(ln.startswith("nodus: stage main: submitting to node") for ln in log.splitlines())
+
+
+@pytest.mark.swarm
+def test_pending_diagnosis_then_ctrl_c(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path, blocker: Any
+) -> None:
+    held = blocker(3)  # 3 of the worker's 4 GPUs are taken by someone else
+    free = next(n for n in nodus_swarm.json("nodes")["nodes"] if n["hostname"] == "nodus-w1")
+    assert free["free_gpus"] == 1
+
+    running = nodus_swarm.start(
+        "run", gpu_workload(tmp_path, "echo never", "H100", 2), "--target", "swarm"
+    )
+    try:
+        running.wait_for("submitting to node nodus-w1", timeout=30)
+        line, seconds = running.wait_for("submitted, none running", timeout=15)
+        assert seconds < 6, f"the explanation took {seconds:.1f}s"
+        assert "largest matching capacity is 1 free of 4 on nodus-w1" in line
+        assert "2 free H100" in line
+
+        run_id = only_run(nodus_swarm)["id"]
+        assert len(cluster.service(run_id)) == 1
+        assert "pending" in only_run(nodus_swarm)["cluster"]
+        # Submitted, not yet placed: the run and its stage say pending, not running.
+        waiting = only_run(nodus_swarm)
+        assert (waiting["status"], waiting["stages"][0]["status"]) == ("pending", "pending")
+        assert "submitted, none running" in (waiting["stages"][0]["message"] or "")
+        code = running.interrupt()
+    finally:
+        running.stop()
+    assert code == 130
+    assert cluster.service(run_id) == []
+    run = only_run(nodus_swarm)
+    assert (run["status"], run["exit_code"]) == ("cancelled", 130)
+    stage = run["stages"][0]
+    assert stage["status"] == "cancelled"
+    assert stage["started_at"] and stage["ended_at"]
+    assert stage["configuration"]["machine_id"] == "nodus-w1"
+    # Nothing of it is left to be placed once the GPUs free up: it never runs.
+    docker("service", "rm", held)
+    time.sleep(4)
+    assert docker("ps", "-aq", "--filter", f"label=nodus.run={run_id}", worker=True).strip() == ""
+    assert live_tasks(run_id) == []
+
+
+@pytest.mark.swarm
+def test_ctrl_c_stops_a_running_replicated_job(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    # The job mode, forced on any engine: Ctrl-C must stop its task, not only remove the
+    # service (before Docker 24 a removed job's task keeps running).
+    nodus_swarm.env["NODUS_SWARM_MODE"] = "replicated-job"
+    file = gpu_workload(tmp_path, "trap 'exit 143' TERM; sleep 120 & wait", "H100", 1)
+    running = nodus_swarm.start("run", file, "--target", "swarm")
+    try:
+        running.wait_for("submitting to node nodus-w1", timeout=30)
+        run_id = only_run(nodus_swarm)["id"]
+        spec = wait_service(cluster, run_id)[0]["Spec"]
+        assert "ReplicatedJob" in spec["Mode"]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if docker("ps", "-q", "--filter", f"label=nodus.run={run_id}", worker=True).strip():
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("the job never started on the worker")
+        code = running.interrupt()
+    finally:
+        running.stop()
+    assert code == 130
+    assert cluster.service(run_id) == []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if not docker("ps", "-q", "--filter", f"label=nodus.run={run_id}", worker=True).strip():
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError("the cancelled job still runs on the worker")
+    assert live_tasks(run_id) == []
+    assert only_run(nodus_swarm)["status"] == "cancelled"
+
+
+@pytest.mark.swarm
+def test_the_budget_stops_a_remote_stage(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    # $12.50/h on the worker: $0.003 lasts under a second.
+    file = workload(
+        tmp_path,
+        "command = \"trap 'exit 143' TERM; echo working; sleep 60 & wait\"\n"
+        'budget = 0.003\ngpu = "H100"\n[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n',
+    )
+    t0 = time.monotonic()
+    done = nodus_swarm("run", file, "--target", "swarm")
+    assert done.returncode == 4, done.stderr
+    assert time.monotonic() - t0 < 20
+    assert "budget" in done.stderr
+    run = only_run(nodus_swarm)
+    assert run["status"] == "budget_exhausted" and run["stages"][0]["status"] == "budget_exhausted"
+    assert cluster.service(run["id"]) == []
+    deadline = time.monotonic() + 15
+    while docker("ps", "-q", "--filter", f"label=nodus.run={run['id']}", worker=True).strip():
+        assert time.monotonic() < deadline, "the stopped stage still runs on the worker"
+        time.sleep(0.3)
+
+
+@pytest.mark.swarm
+def test_stages_on_two_nodes_cannot_share_a_directory(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = workload(
+        tmp_path,
+        'command = "true"\n'
+        "[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n"
+        '[[stages]]\nname = "prep"\n'
+        'command = "echo data > $NODUS_WORK_DIR/x; hostname"\n'
+        '[[stages]]\nname = "train"\ngpu = "H100"\n'
+        'command = "ls $NODUS_WORK_DIR; test ! -e $NODUS_WORK_DIR/x && echo separate"\n'
+        "[stages.requirements]\ncpu = 0.25\nmemory_gb = 0.25\n",
+    )
+    plan = nodus_swarm.json("plan", file, "--target", "swarm")
+    hosts = [s["selected"]["machine_id"] for s in plan["stages"]]
+    assert hosts == [cluster.manager_hostname, "nodus-w1"]
+    assert any("cannot share" in n and "NODUS_WORK_DIR" in n for n in plan["notes"])
+    text = nodus_swarm("plan", file, "--target", "swarm").stdout
+    assert "cannot share" in text
+
+    done = nodus_swarm("run", file, "--target", "swarm")
+    assert done.returncode == 0, done.stderr
+    assert "cannot share" in done.stderr
+    assert "train | separate" in done.stdout
+    run = only_run(nodus_swarm)
+    placed = [s["configuration"]["machine_id"] for s in run["stages"]]
+    assert placed == [cluster.manager_hostname, "nodus-w1"]
+
+
+@pytest.mark.swarm
+def test_stages_on_one_node_share_a_folder_removed_afterwards(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = workload(
+        tmp_path,
+        "[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n"
+        '[[stages]]\nname = "write"\ncommand = "echo shared-data > $NODUS_WORK_DIR/x"\n'
+        '[[stages]]\nname = "read"\ncommand = "cat $NODUS_WORK_DIR/x"\n',
+    )
+    plan = nodus_swarm.json("plan", file, "--target", "swarm")
+    assert plan["notes"] == []
+    done = nodus_swarm("run", file, "--target", "swarm")
+    assert done.returncode == 0, done.stderr
+    assert "read | shared-data" in done.stdout
+    run_id = only_run(nodus_swarm)["id"]
+    assert docker("volume", "ls", "-q", "--filter", f"label=nodus.run={run_id}").split() == []
+    assert cluster.service(run_id) == []
+    assert not Path(f"/tmp/nodus-work-{run_id}").exists()  # both nodes share this /tmp here
+    assert "stays on node" not in done.stderr
+
+
+@pytest.mark.swarm
+def test_stages_sharing_a_worker_node_leave_nothing_there(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = workload(
+        tmp_path,
+        'gpu = "H100"\n[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n'
+        '[[stages]]\nname = "write"\ngpu = "H100"\ncommand = "echo on-worker > $NODUS_WORK_DIR/x"\n'
+        "[stages.requirements]\ncpu = 0.25\nmemory_gb = 0.25\n"
+        '[[stages]]\nname = "read"\ngpu = "H100"\ncommand = "cat $NODUS_WORK_DIR/x"\n'
+        "[stages.requirements]\ncpu = 0.25\nmemory_gb = 0.25\n",
+    )
+    done = nodus_swarm("run", file, "--target", "swarm")
+    assert done.returncode == 0, done.stderr
+    assert "read | on-worker" in done.stdout
+    run_id = only_run(nodus_swarm)["id"]
+    placed = [s["configuration"]["machine_id"] for s in only_run(nodus_swarm)["stages"]]
+    assert placed == ["nodus-w1", "nodus-w1"]
+    labelled = f"label=nodus.run={run_id}"
+    assert docker("volume", "ls", "-q", "--filter", labelled, worker=True).strip() == ""
+    # nodus removes the services; the worker's engine then removes their containers on
+    # its own, a moment later (the manager forgets a task before its container is gone).
+    deadline = time.monotonic() + 10
+    while docker("ps", "-aq", "--filter", labelled, worker=True).strip():
+        assert time.monotonic() < deadline, "the run's containers stay on the worker"
+        time.sleep(0.2)
+    assert cluster.service(run_id) == []
+    assert not Path(f"/tmp/nodus-work-{run_id}").exists()
+
+
+@pytest.mark.swarm
+def test_a_failed_stage_skips_the_next(nodus_swarm: SwarmNodus, tmp_path: Path) -> None:
+    file = workload(
+        tmp_path,
+        "[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n"
+        '[[stages]]\nname = "first"\ncommand = "exit 3"\n'
+        '[[stages]]\nname = "second"\ncommand = "echo never"\n',
+    )
+    done = nodus_swarm("run", file, "--target", "swarm", "--json")
+    assert done.returncode == 3
+    doc = json.loads(done.stdout)
+    assert [(s["name"], s["status"]) for s in doc["stages"]] == [
+        ("first", "failed"),
+        ("second", "skipped"),
+    ]
+    assert "never" not in done.stderr
+
+
+@pytest.mark.swarm
+def test_fanout_tasks_spread_over_both_nodes(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    items = ", ".join(f'"i{n}"' for n in range(6))
+    file = workload(
+        tmp_path,
+        'command = "echo item $NODUS_ITEM; sleep 2"\n'
+        "[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n"
+        f"[map]\nitems = [{items}]\n",
+    )
+    plan = nodus_swarm("plan", file, "--target", "swarm").stdout
+    assert "Swarm spreads the tasks over every node" in plan
+    done = nodus_swarm("run", file, "--target", "swarm", timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert sorted(ln for ln in done.stdout.splitlines() if "| item" in ln) == sorted(
+        f"main[{n}] | item i{n}" for n in range(6)
+    )
+    run = only_run(nodus_swarm)
+    detail = nodus_swarm.json("runs", run["id"])
+    nodes = {t["node"] for t in detail["stages"][0]["tasks"]}
+    assert nodes == {cluster.manager_hostname, "nodus-w1"}  # Swarm placed them, not nodus
+    assert all(t["status"] == "succeeded" for t in detail["stages"][0]["tasks"])
+    assert cluster.service(run["id"]) == []
+
+
+# -- swarm init-node -----------------------------------------------------------------------
+
+
+@pytest.mark.swarm
+def test_init_node_prints_the_settings(nodus_swarm: SwarmNodus) -> None:
+    from swarm_support import FAKE_BIN
+
+    env = {"PATH": f"{FAKE_BIN}:/usr/bin:/bin", "NODUS_FAKE_GPUS": "h100x8"}
+    done = nodus_swarm("swarm", "init-node", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "NVIDIA-GPU=GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1" in done.stdout
+    assert 'swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"' in done.stdout
+    assert "--label-add nodus.gpu=H100 --label-add nodus.gpu_memory_gb=80" in done.stdout
+
+    doc = json.loads(nodus_swarm("swarm", "init-node", "--json", env=env).stdout)
+    assert len(doc["daemon"]["node-generic-resources"]) == 8
+    assert doc["labels"] == {"nodus.gpu": "H100", "nodus.gpu_memory_gb": "80"}
+    assert doc["applied"] == []
+
+
+@pytest.mark.swarm
+def test_init_node_apply_writes_and_labels(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    from swarm_support import FAKE_BIN
+
+    daemon_json = tmp_path / "daemon.json"
+    daemon_json.write_text('{"log-level": "warn"}', encoding="utf-8")
+    runtime = tmp_path / "config.toml"
+    runtime.write_text(
+        'disable-require = false\n#swarm-resource = "DOCKER_RESOURCE_GPU"\n\n'
+        '[nvidia-container-cli]\nldconfig = "@/sbin/ldconfig"\n',
+        encoding="utf-8",
+    )
+    env = {
+        "PATH": f"{FAKE_BIN}:/usr/bin:/bin",
+        "NODUS_FAKE_GPUS": "h100x8",
+        "NODUS_NVIDIA_RUNTIME_CONFIG": str(runtime),
+    }
+    saved = cluster.labels(cluster.manager_id)
+    try:
+        done = nodus_swarm(
+            "swarm",
+            "init-node",
+            "--apply",
+            "--daemon-json",
+            daemon_json,
+            "--price",
+            "20",
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        labels = cluster.labels(cluster.manager_id)
+        assert labels["nodus.gpu"] == "H100"
+        assert labels["nodus.gpu_memory_gb"] == "80"
+        assert labels["nodus.price_per_hour"] == "20"
+    finally:
+        cluster.set_labels(cluster.manager_id, saved)
+    assert cluster.labels(cluster.manager_id) == saved
+    written = json.loads(daemon_json.read_text(encoding="utf-8"))
+    assert written["log-level"] == "warn"
+    assert len(written["node-generic-resources"]) == 8
+    assert written["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
+    text = runtime.read_text(encoding="utf-8")
+    assert 'swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"' in text
+    assert 'DOCKER_RESOURCE_GPU"' not in text and "[nvidia-container-cli]" in text
+    assert "labelled node" in done.stdout
+
+
+@pytest.mark.swarm
+def test_not_a_swarm_manager_is_a_clear_error(nodus_swarm: SwarmNodus) -> None:
+    from swarm_support import WORKER_SOCK
+
+    done = nodus_swarm("nodes", env={"DOCKER_HOST": f"unix://{WORKER_SOCK}"})
+    assert done.returncode == 3  # not runnable there
+    assert "Swarm worker" in done.stderr and "Traceback" not in done.stderr
