@@ -18,6 +18,14 @@ HOOK_DIR="$REPO/tests/fakes/hook"
 
 IMAGE="nodus-test/busybox:1"
 CUDA_IMAGE="nodus-test/cuda:12.4.1-runtime"
+# A real CPython on the busybox root (see add_python).
+PY_IMAGE="nodus-test/python:3.11"
+PY_BIN="/usr/bin/python3.11"
+PY_STDLIB="/usr/lib/python3.11"
+# "Another Python version" (see build_other_python_image): always tagged
+# $PY_OTHER_IMAGE, and nodus-test/python:3.X after the version it reports.
+PY_OTHER_IMAGE="nodus-test/python:other"
+PY_OTHER_MINORS="3.10 3.12 3.9 3.13"
 APPLETS="sh echo cat env sleep ls cut grep head tail wc true false printf id kill
 touch mkdir rm test [ date yes seq dd nproc df
 awk sed tr sort uniq tee ps pwd hostname uname basename dirname timeout find
@@ -55,6 +63,7 @@ ensure_packages() {
     command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
     command -v docker >/dev/null 2>&1 || missing+=(docker.io)
     [ -x /bin/busybox ] || missing+=(busybox-static)
+    [ -x "$PY_BIN" ] || missing+=(python3.11)
     command -v ip >/dev/null 2>&1 || missing+=(iproute2)
     command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
     [ "${#missing[@]}" -eq 0 ] && return 0
@@ -90,24 +99,180 @@ write_main_config() {
 EOF
 }
 
+busybox_root() { # busybox_root DIR: the root file system of $IMAGE
+    local root="$1" applet
+    mkdir -p "$root/bin" "$root/etc" "$root/tmp" "$root/root"
+    chmod 1777 "$root/tmp"
+    cp /bin/busybox "$root/bin/busybox"
+    for applet in $APPLETS; do
+        ln -s busybox "$root/bin/$applet"
+    done
+    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' \
+        >"$root/etc/passwd"
+    printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+}
+
+copy_libs() { # copy_libs ROOT ELF...: the shared libraries ldd names, at their own paths
+    local root="$1" out lib
+    shift
+    out="$(ldd "$@" 2>&1)" || die "ldd failed: $out"
+    if printf '%s\n' "$out" | grep -q 'not found'; then
+        die "missing shared libraries: $(printf '%s\n' "$out" | grep 'not found' | sort -u | tr -s '\t\n' '  ')"
+    fi
+    # "name => /path (addr)" lines, and the loader's own "/lib64/ld-linux-x86-64.so.2 (addr)"
+    for lib in $(printf '%s\n' "$out" |
+        awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && $2 ~ /^\(/ {print $1}' | sort -u); do
+        [ -e "$root$lib" ] && continue
+        mkdir -p "$root$(dirname "$lib")"
+        cp -L "$lib" "$root$lib" # the file itself, not a (merged-/usr) symlink to it
+    done
+}
+
+# add_python ROOT BIN STDLIB: a CPython interpreter, its standard library
+# (less the test suite, GUI, ensurepip, byte code, static libpython and
+# third-party site-packages) and every shared library that it and
+# lib-dynload/*.so load, each at its host path (the interpreter then finds
+# its prefix, and its RUNPATH its libpython, as on the host).
+add_python() {
+    local root="$1" bin="$2" stdlib="$3" name
+    name="$(basename "$stdlib")"
+    mkdir -p "$root$(dirname "$bin")" "$root$(dirname "$stdlib")"
+    cp "$bin" "$root$bin"
+    tar -C "$(dirname "$stdlib")" -c \
+        --exclude="$name/test" --exclude="$name/idlelib" --exclude="$name/tkinter" \
+        --exclude="$name/turtledemo" --exclude="$name/turtle.py" \
+        --exclude="$name/ensurepip" --exclude="$name/lib2to3/tests" \
+        --exclude="$name/unittest/test" --exclude="$name/ctypes/test" \
+        --exclude="$name/sqlite3/test" --exclude="$name/distutils/tests" \
+        --exclude="$name/lib-dynload/_tkinter*" --exclude="$name/lib-dynload/_test*" \
+        --exclude="$name/lib-dynload/xxlimited*" --exclude="$name/config-*/*.a" \
+        --exclude="$name/site-packages/*" --exclude="$name/dist-packages/*" \
+        --exclude=__pycache__ "$name" | tar -C "$root$(dirname "$stdlib")" -x
+    # Drop symlinks that would dangle in the image (Debian's sitecustomize.py
+    # -> /etc/python3.11/, config-*/libpython*.so -> the shared libpython).
+    local link target
+    while IFS= read -r link; do
+        target="$(readlink "$link")"
+        case "$target" in
+            /*) [ -e "$root$target" ] || rm -f "$link" ;;
+            *) [ -e "$link" ] || rm -f "$link" ;;
+        esac
+    done < <(find "$root$stdlib" -type l)
+    copy_libs "$root" "$bin" "$root$stdlib"/lib-dynload/*.so
+    # glibc dlopen()s libgcc_s for pthread_exit/pthread_cancel; ldd never names it.
+    local gcc_s=/lib/x86_64-linux-gnu/libgcc_s.so.1
+    if [ -e "$gcc_s" ] && [ ! -e "$root$gcc_s" ]; then
+        mkdir -p "$root$(dirname "$gcc_s")"
+        cp -L "$gcc_s" "$root$gcc_s"
+    fi
+}
+
+import_python_root() { # import_python_root ROOT TAG DESCRIPTION KIND
+    tar -C "$1" -c . | dk import \
+        --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
+        --change 'CMD ["python3"]' \
+        --change "LABEL org.opencontainers.image.description=$3" \
+        --change "LABEL nodus.test.python=$4" \
+        - "$2" >/dev/null
+}
+
+build_python_image() { # build_python_image SCRATCH_DIR
+    local root="$1/root"
+    dk image inspect "$PY_IMAGE" >/dev/null 2>&1 && return 0
+    [ -x "$PY_BIN" ] && [ -d "$PY_STDLIB" ] ||
+        die "$PY_IMAGE needs Debian's $PY_BIN and $PY_STDLIB (apt-get install python3.11)"
+    log "building $PY_IMAGE from $PY_BIN"
+    busybox_root "$root"
+    add_python "$root" "$PY_BIN" "$PY_STDLIB"
+    ln -s python3.11 "$root/usr/bin/python3"
+    ln -s python3.11 "$root/usr/bin/python"
+    import_python_root "$root" "$PY_IMAGE" nodus-test-python-3.11 real
+}
+
+# "Another Python version", for version-mismatch tests. Debian 12 packages
+# no second CPython (apt-cache policy python3.9 python3.10 python3.12
+# python3.13: no candidate), so this prefers a real one built by pyenv
+# (${PYENV_ROOT:-/root/.pyenv}/versions/3.X.Y: a shared-libpython build whose
+# RUNPATH points into its own prefix, copied at that same path), first of
+# $PY_OTHER_MINORS. Only when there is none does it build a stand-in: a
+# busybox sh script named python3 that reports Python 3.9.18 to --version,
+# -V and -c and refuses anything else (exit 2) - enough for a caller's
+# version probe, not for running a bootstrap script. Either way the image is
+# $PY_OTHER_IMAGE and nodus-test/python:3.X, labelled nodus.test.python=real
+# or nodus.test.python=stand-in.
+other_python() { # prints "PREFIX MINOR" of the first pyenv CPython found
+    local root="${PYENV_ROOT:-/root/.pyenv}/versions" minor d
+    for minor in $PY_OTHER_MINORS; do
+        for d in $(find "$root" -mindepth 1 -maxdepth 1 -name "$minor.*" 2>/dev/null | sort -V -r); do
+            case "${d##*/}" in *[!0-9.]*) continue ;; esac # 3.10.13, not 3.13t or 3.12-dev
+            if [ -x "$d/bin/python$minor" ] && [ -f "$d/lib/python$minor/os.py" ]; then
+                echo "$d $minor"
+                return 0
+            fi
+        done
+    done
+    return 1
+}
+
+build_other_python_image() { # build_other_python_image SCRATCH_DIR
+    local root="$1/root" found prefix minor tag
+    dk image inspect "$PY_OTHER_IMAGE" >/dev/null 2>&1 && return 0
+    busybox_root "$root"
+    mkdir -p "$root/usr/bin"
+    if found="$(other_python)"; then
+        prefix="${found% *}"
+        minor="${found#* }"
+        tag="nodus-test/python:$minor"
+        log "building $PY_OTHER_IMAGE ($tag) from $prefix"
+        add_python "$root" "$prefix/bin/python$minor" "$prefix/lib/python$minor"
+        ln -s "$prefix/bin/python$minor" "$root/usr/bin/python$minor"
+        ln -s "python$minor" "$root/usr/bin/python3"
+        ln -s "python$minor" "$root/usr/bin/python"
+        import_python_root "$root" "$PY_OTHER_IMAGE" "nodus-test-python-$minor" real
+    else
+        minor=3.9
+        tag="nodus-test/python:$minor"
+        log "no second CPython (pyenv) here: $PY_OTHER_IMAGE ($tag) is a stand-in script"
+        cat >"$root/usr/bin/python3" <<'STANDIN'
+#!/bin/sh
+# nodus-test stand-in for "another Python version": not a Python.
+case "$1" in
+    --version | -V) echo "Python 3.9.18" ;;
+    -c) echo "(3, 9, 18)" ;;
+    *)
+        echo "python3: nodus-test stand-in (reports Python 3.9.18); cannot run: $*" >&2
+        exit 2
+        ;;
+esac
+STANDIN
+        chmod 755 "$root/usr/bin/python3"
+        ln -s python3 "$root/usr/bin/python"
+        ln -s python3 "$root/usr/bin/python$minor"
+        import_python_root "$root" "$PY_OTHER_IMAGE" "nodus-test-python-$minor-stand-in" stand-in
+    fi
+    dk tag "$PY_OTHER_IMAGE" "$tag"
+}
+
+test_image_tags() { # every tag of the test images on the main engine
+    local img
+    for img in "$IMAGE" "$CUDA_IMAGE" "$PY_IMAGE" "$PY_OTHER_IMAGE"; do
+        echo "$img"
+    done
+    # the nodus-test/python:3.X tag(s) of $PY_OTHER_IMAGE
+    dk image inspect "$PY_OTHER_IMAGE" --format '{{join .RepoTags "\n"}}' |
+        grep -vxF -e "$PY_OTHER_IMAGE" -e "$PY_IMAGE" || true
+}
+
 build_images() {
+    local tmp
+    tmp="$(mktemp -d)"
+    # shellcheck disable=SC2064
+    trap "rm -rf '$tmp'; trap - RETURN" RETURN
+    mkdir "$tmp/busybox" "$tmp/python" "$tmp/other"
     if ! dk image inspect "$IMAGE" >/dev/null 2>&1; then
         log "building $IMAGE from /bin/busybox"
-        local tmp
-        tmp="$(mktemp -d)"
-        # shellcheck disable=SC2064
-        trap "rm -rf '$tmp'" RETURN
-        mkdir -p "$tmp/root/bin" "$tmp/root/etc" "$tmp/root/tmp" "$tmp/root/root"
-        chmod 1777 "$tmp/root/tmp"
-        cp /bin/busybox "$tmp/root/bin/busybox"
-        local applet
-        for applet in $APPLETS; do
-            ln -s busybox "$tmp/root/bin/$applet"
-        done
-        printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' \
-            >"$tmp/root/etc/passwd"
-        printf 'root:x:0:\nnogroup:x:65534:\n' >"$tmp/root/etc/group"
-        tar -C "$tmp/root" -c . | dk import \
+        busybox_root "$tmp/busybox/root"
+        tar -C "$tmp/busybox/root" -c . | dk import \
             --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
             --change 'CMD ["sh"]' \
             --change 'LABEL org.opencontainers.image.description=nodus-test-busybox' \
@@ -116,6 +281,8 @@ build_images() {
     if ! dk image inspect "$CUDA_IMAGE" >/dev/null 2>&1; then
         dk tag "$IMAGE" "$CUDA_IMAGE"
     fi
+    build_python_image "$tmp/python"
+    build_other_python_image "$tmp/other"
 }
 
 cmd_up() {
@@ -154,7 +321,7 @@ or stop it and simply rerun: bash tests/harness/engine.sh up
 EOF
         exit 1
     fi
-    log "engine ready: $(dk version --format 'dockerd {{.Server.Version}} (API {{.Server.APIVersion}})'), images $IMAGE $CUDA_IMAGE"
+    log "engine ready: $(dk version --format 'dockerd {{.Server.Version}} (API {{.Server.APIVersion}})'), images $(test_image_tags | xargs)"
 }
 
 cmd_down() {
@@ -343,11 +510,17 @@ cmd_swarm_up() {
     cmd_up
     netns_up
     w1_start
-    if ! dw1 image inspect "$IMAGE" >/dev/null 2>&1 ||
-        ! dw1 image inspect "$CUDA_IMAGE" >/dev/null 2>&1; then
-        log "loading $IMAGE and $CUDA_IMAGE into the worker engine"
-        dk save "$IMAGE" "$CUDA_IMAGE" | dw1 load >/dev/null
-    fi
+    # Every test image, with all its tags (nodus-test/python:other is also
+    # nodus-test/python:3.X); `docker save` of several tags shares the layers.
+    local images=() img
+    mapfile -t images < <(test_image_tags)
+    for img in "${images[@]}"; do
+        if ! dw1 image inspect "$img" >/dev/null 2>&1; then
+            log "loading ${images[*]} into the worker engine"
+            dk save "${images[@]}" | dw1 load >/dev/null
+            break
+        fi
+    done
     manager_init
     worker_join
     local mid wid
