@@ -1,15 +1,17 @@
 """nodus: validate, price and run GPU workloads described in TOML files.
 
-The Python API (``from nodus_cli import Client, Requirements, InvalidWorkload``) is
-imported on first use, so ``import nodus_cli`` stays cheap: it imports neither the
-Docker SDK nor httpx.
+This module is the one public door: the names in ``__all__`` are the Python API
+(``from nodus_cli import Client, Requirements, InvalidWorkload``), imported on first use
+so that ``import nodus_cli`` stays cheap (neither the Docker SDK nor httpx). Every other
+module under ``nodus_cli`` is internal: docs/architecture.md says how they are laid out,
+and they may change between releases.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from nodus_cli.version import VERSION as __version__
 
 __all__ = [
     "Client",
@@ -26,17 +28,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from nodus_cli.api.client import Client, ItemResult, Requirements, Run, RunResult, StageResult
+    from nodus_cli.api.client import Client, Requirements
+    from nodus_cli.api.runs import ItemResult, Run, RunResult, StageResult
     from nodus_cli.errors import InvalidWorkload, NodusError
     from nodus_cli.records.model import RunStatus, StageStatus
 
 _WHERE = {
     "Client": "nodus_cli.api.client",
-    "ItemResult": "nodus_cli.api.client",
+    "ItemResult": "nodus_cli.api.runs",
     "Requirements": "nodus_cli.api.client",
-    "Run": "nodus_cli.api.client",
-    "RunResult": "nodus_cli.api.client",
-    "StageResult": "nodus_cli.api.client",
+    "Run": "nodus_cli.api.runs",
+    "RunResult": "nodus_cli.api.runs",
+    "StageResult": "nodus_cli.api.runs",
     "InvalidWorkload": "nodus_cli.errors",
     "NodusError": "nodus_cli.errors",
     "RunStatus": "nodus_cli.records.model",

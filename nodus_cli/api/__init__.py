@@ -1,7 +1,90 @@
-"""The Python API: :class:`~nodus_cli.api.client.Client` and the handles it returns.
+"""The Python API: :class:`~nodus_cli.api.client.Client` and what it returns.
 
 Everything a program (and the command line, which is one) can do with nodus goes
 through here: load and check workloads, plan them, run them, look at runs and spending.
 The public names are re-exported by ``nodus_cli`` itself (its ``__all__``); import them
-from there. Modules below this layer are internal and may change between releases.
+from there. This package also names the types the command line renders (a run's log
+lines, the stop results, the spend report, the sink a foreground run shows through), so
+the command line needs nothing below it. They are imported on first use, so importing
+this package costs nothing until a name is used. Everything under ``nodus_cli`` other than the
+names in ``nodus_cli.__all__`` is internal and may change between releases.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nodus_cli.api.client import Client, Executed, Prepared, Requirements
+    from nodus_cli.api.runs import ItemResult, LogView, Run, RunResult, StageResult
+    from nodus_cli.api.targets import CATALOG, target_names
+    from nodus_cli.records.logs import LogLine, Stream
+    from nodus_cli.records.model import RunStatus, StageStatus
+    from nodus_cli.run.driver import Progress, Sink
+    from nodus_cli.run.reconcile import Stopped, StopResult
+    from nodus_cli.run.spending import GroupSpend, PeriodSpend, Report
+
+__all__ = [
+    "CATALOG",
+    "Client",
+    "Executed",
+    "GroupSpend",
+    "ItemResult",
+    "LogLine",
+    "LogView",
+    "PeriodSpend",
+    "Prepared",
+    "Progress",
+    "Report",
+    "Requirements",
+    "Run",
+    "RunResult",
+    "RunStatus",
+    "Sink",
+    "StageResult",
+    "StageStatus",
+    "StopResult",
+    "Stopped",
+    "Stream",
+    "target_names",
+]
+
+_WHERE = {
+    "CATALOG": "nodus_cli.api.targets",
+    "Client": "nodus_cli.api.client",
+    "Executed": "nodus_cli.api.client",
+    "GroupSpend": "nodus_cli.run.spending",
+    "ItemResult": "nodus_cli.api.runs",
+    "LogLine": "nodus_cli.records.logs",
+    "LogView": "nodus_cli.api.runs",
+    "PeriodSpend": "nodus_cli.run.spending",
+    "Prepared": "nodus_cli.api.client",
+    "Progress": "nodus_cli.run.driver",
+    "Report": "nodus_cli.run.spending",
+    "Requirements": "nodus_cli.api.client",
+    "Run": "nodus_cli.api.runs",
+    "RunResult": "nodus_cli.api.runs",
+    "RunStatus": "nodus_cli.records.model",
+    "Sink": "nodus_cli.run.driver",
+    "StageResult": "nodus_cli.api.runs",
+    "StageStatus": "nodus_cli.records.model",
+    "StopResult": "nodus_cli.run.reconcile",
+    "Stopped": "nodus_cli.run.reconcile",
+    "Stream": "nodus_cli.records.logs",
+    "target_names": "nodus_cli.api.targets",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nodus_cli.api' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

@@ -1,4 +1,4 @@
-"""nodus as a Python library: :class:`Client` and the :class:`Run` handle.
+"""nodus as a Python library: :class:`Client`, the one door to everything nodus does.
 
 ```python
 from nodus_cli import Client, Requirements
@@ -23,34 +23,50 @@ of the ``requirements`` mapping wins over the matching flat keyword
 not set both. :class:`Requirements` is the typed form of that mapping.
 
 ``client.run()`` returns at once: the run goes on in a background supervisor process
-(it survives the calling program; ``run.stop()`` or ``nodus stop`` ends it). The command
-line is a client of this class: ``nodus run`` uses :meth:`Client.execute` to run in the
-foreground with its output on the terminal.
+(it survives the calling program; ``run.stop()`` or ``nodus stop`` ends it).
+
+The command line is a client of this class and nothing else: each command parses its
+options, calls one of these methods and renders what it returns. ``nodus run`` uses
+:meth:`Client.prepare` then :meth:`Client.execute` to run in the foreground with its
+output on the terminal; ``nodus plan`` plans on ``Client(target="catalog")``, the market
+of quotes, which plans but never runs.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nodus_cli.errors import InvalidWorkload, UsageError
-from nodus_cli.records import RunRecord, RunStatus, RunStore, StageStatus, TaskRecord
+from nodus_cli.api.runs import ItemResult, LogView, Run, RunResult, StageResult
+from nodus_cli.api.targets import CATALOG, target_names
+from nodus_cli.errors import InvalidWorkload, NodusError, UsageError
 
 if TYPE_CHECKING:
-    from nodus_cli.planning.planner import Plan
-    from nodus_cli.records import LogLine
+    from nodus_cli.catalog.market import Market
+    from nodus_cli.planning.planner import Plan, RuntimeLookup
+    from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.run.driver import Outcome, Sink
     from nodus_cli.run.launcher import Launch
-    from nodus_cli.targets.base import NodeInfo
+    from nodus_cli.run.reconcile import StopResult
+    from nodus_cli.run.spending import Report
+    from nodus_cli.targets.base import NodeInfo, Pulls, Target
+    from nodus_cli.targets.swarm.setup import NodeSetup
     from nodus_cli.workload import Result, Workload
 
-__all__ = ["Client", "ItemResult", "Requirements", "Run", "RunResult", "StageResult"]
-
-#: How often ``Run.wait`` looks at the records, at most.
-_POLL_MAX = 0.5
+__all__ = [
+    "CATALOG",
+    "Client",
+    "Executed",
+    "ItemResult",
+    "Prepared",
+    "Requirements",
+    "Run",
+    "RunResult",
+    "StageResult",
+    "target_names",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,158 +91,27 @@ class Requirements:
 
 
 @dataclass(frozen=True, slots=True)
-class StageResult:
-    name: str
-    status: StageStatus
-    exit_code: int | None
-    cost: float
-    started_at: str | None
-    ended_at: str | None
-    message: str | None
-    #: A fan-out stage's tasks per status ({"succeeded": 198, "failed": 2}).
-    items: dict[str, int] = field(default_factory=dict)
+class Prepared:
+    """A workload checked against the client's target, ready to be recorded and run
+    (:meth:`Client.execute`, :meth:`Client.submit`): what the checks found to say."""
+
+    workload: Workload
+    file: str | None
+    #: What the target says before it starts (a Swarm limit, a shared work folder).
+    notes: tuple[str, ...]
+    #: What the user should act on (a budget that cannot be enforced, a literal secret).
+    warnings: tuple[str, ...]
+    _launch: Launch = field(repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
-class ItemResult:
-    """One task of a fan-out stage."""
+class Executed:
+    """A run driven to its end in this process: how it ended, and the run as this process
+    recorded it (what a later read of the records gives, unless they could not be written)."""
 
-    index: int
-    item: str
-    status: StageStatus
-    exit_code: int | None
-    devices: list[str]
-    node: str | None
-    runtime_seconds: float | None
-    message: str | None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == StageStatus.SUCCEEDED
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    id: str
-    workload: str
-    target: str
-    status: RunStatus
-    exit_code: int | None
-    cost: float
-    started_at: str
-    ended_at: str | None
-    message: str | None
-    stages: list[StageResult]
-    #: Where the work folder's contents went ({"kind": "copied", "path": ...}), if anywhere.
-    output: dict[str, Any] | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == RunStatus.SUCCEEDED
-
-    @classmethod
-    def of(cls, record: RunRecord) -> RunResult:
-        return cls(
-            id=record.id,
-            workload=record.workload,
-            target=record.target,
-            status=record.status,
-            exit_code=record.exit_code,
-            cost=record.cost,
-            started_at=record.started_at,
-            ended_at=record.ended_at,
-            message=record.message,
-            stages=[
-                StageResult(
-                    s.name,
-                    s.status,
-                    s.exit_code,
-                    s.cost,
-                    s.started_at,
-                    s.ended_at,
-                    s.message,
-                    dict(s.task_counts),
-                )
-                for s in record.stages
-            ],
-            output=record.output,
-        )
-
-
-class Run:
-    """A handle on one recorded run."""
-
-    def __init__(self, client: Client, run_id: str) -> None:
-        self._client = client
-        self.id = run_id
-
-    def __repr__(self) -> str:
-        return f"<Run {self.id} {self.status}>"
-
-    def record(self) -> RunRecord:
-        return self._client._store.get(self.id)
-
-    @property
-    def status(self) -> RunStatus:
-        return self.record().status
-
-    def wait(self, timeout: float | None = None) -> RunResult:
-        """Block until the run ends; TimeoutError after ``timeout`` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.05
-        checked = time.monotonic()
-        while True:
-            record = self.record()
-            if not record.status.active:
-                return RunResult.of(record)
-            if time.monotonic() - checked > 2.0:
-                checked = time.monotonic()
-                self._client._reconcile()  # a supervisor that died is noticed here too
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"run {self.id} is still {record.status} after {timeout:g} s")
-            time.sleep(
-                delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
-            )
-            delay = min(delay * 1.5, _POLL_MAX)
-
-    def log_lines(self, stage: str | None = None, item: int | None = None) -> list[LogLine]:
-        """Every line of the run's log so far (output and nodus's status lines)."""
-        lines, _ = self._client._store.read_log(self.id)
-        return [
-            line
-            for line in lines
-            if (stage is None or line.stage == stage) and (item is None or line.item == item)
-        ]
-
-    def logs(self, stage: str | None = None, item: int | None = None) -> str:
-        """The workload's own output so far (stdout and stderr), one line each."""
-        return "".join(
-            line.text + "\n" for line in self.log_lines(stage, item) if line.stream != "nodus"
-        )
-
-    def stop(self) -> bool:
-        """Stop the run; False when it was not running."""
-        from nodus_cli.run.reconcile import Stopped, stop
-
-        return stop(self._client._store, self.id, self._client.catalog).result == Stopped.STOPPED
-
-    def results(self, wait: bool = True) -> list[ItemResult]:
-        """Per-item outcomes of the run's fan-out stage(s), in item order."""
-        if wait:
-            self.wait()
-        store = self._client._store
-        record = store.get(self.id)
-        found: list[ItemResult] = []
-        for idx, stage in enumerate(record.stages):
-            if stage.task_counts:
-                found.extend(_item(t) for t in store.tasks(record.id, idx))
-        return found
-
-
-def _item(t: TaskRecord) -> ItemResult:
-    return ItemResult(
-        t.index, t.item, t.status, t.exit_code, t.devices, t.node, t.runtime_seconds, t.message
-    )
+    run_id: str
+    outcome: Outcome
+    result: RunResult
 
 
 class Client:
@@ -238,11 +123,11 @@ class Client:
         catalog: str | Path | None = None,
         home: str | Path | None = None,
     ) -> None:
-        from nodus_cli import targets
-
-        if target not in targets.names():
+        names = target_names()
+        if target != CATALOG and target not in names:
             raise UsageError(
-                f"unknown target {target!r}: nodus runs on {', '.join(targets.names())}"
+                f"unknown target {target!r}: nodus runs on {', '.join(names)}",
+                hint=f"--target {' or --target '.join(names)}; plans also take --target catalog",
             )
         self.target = target
         self.catalog = str(catalog) if catalog is not None else None
@@ -261,15 +146,82 @@ class Client:
             self._store_ = None
 
     @property
+    def home_folder(self) -> Path:
+        """Where this client's run records live (``NODUS_HOME`` unless ``home`` was given)."""
+        from nodus_cli import config
+
+        return self.home or config.home()
+
+    @property
     def _store(self) -> RunStore:
         if self._store_ is None:
+            from nodus_cli.records import RunStore
+
             self._store_ = RunStore.open(self.home)
         return self._store_
 
-    def _reconcile(self) -> list[str]:
+    def _target(
+        self, name: str | None = None, pulls: Pulls | None = None, reading: bool = False
+    ) -> Target:
+        """The target called ``name`` (default: the client's); ``reading``: to look only,
+        so the state folder is not created for it."""
+        from nodus_cli import targets
+
+        store = self._reader() if reading else self._store
+        return targets.get(name or self.target, store, self.catalog, pulls)
+
+    def _runnable(self) -> None:
+        if self.target == CATALOG:
+            raise UsageError(
+                "the catalog is a market of quotes, not a place to run",
+                hint="run with --target local or --target swarm; `nodus plan` prices the catalog",
+            )
+
+    def reconcile(self) -> list[str]:
+        """Notice runs whose supervisor died: stop and remove what they left, record them
+        ``failed`` (every command that reads the records does this first). Returns what
+        was found, one line each."""
         from nodus_cli.run.reconcile import reconcile
 
         return reconcile(self._store, self.catalog)
+
+    def _reader(self) -> RunStore:
+        """The store to read, never creating it: where no run was ever recorded, an empty
+        read-only one (a plan must not make the state folder)."""
+        if self._store_ is not None:
+            return self._store_
+        from nodus_cli.records import RunStore
+
+        return RunStore.open(self.home, create=False)
+
+    def _history(self, workload: Workload) -> RuntimeLookup:
+        """This workload's measured runtimes from the records: none when there are no
+        records yet or they cannot be read (a plan is never refused for that)."""
+        import sqlite3
+
+        from nodus_cli import config
+        from nodus_cli.planning.planner import no_history
+        from nodus_cli.records import fingerprint, runtime_lookup
+
+        if self._store_ is None and not ((self.home or config.home()) / "runs.sqlite3").is_file():
+            return no_history
+        try:
+            return runtime_lookup(self._reader(), fingerprint(workload))
+        except (NodusError, sqlite3.Error, OSError):
+            return no_history
+
+    def _describe(self, record: RunRecord) -> str | None:
+        """What the run's target says about an active run now (None: nothing to add)."""
+        if not record.status.active:
+            return None
+        try:
+            target = self._target(record.target, reading=True)
+            try:
+                return target.describe(record)
+            finally:
+                target.close()
+        except NodusError:
+            return None
 
     # -- workloads -------------------------------------------------------------------
 
@@ -393,75 +345,129 @@ class Client:
         workload: Workload,
         *,
         file: str | None = None,
-        interactive: bool = False,
-    ) -> Launch:
-        """Every check that can refuse the run, before anything is recorded."""
+        pulls: Pulls | None = None,
+    ) -> Prepared:
+        """Every check that can refuse the run, before anything is recorded (``pulls``:
+        how an image pull is shown; by default a line on stderr)."""
         from nodus_cli.run import launcher
 
-        self._reconcile()
-        return launcher.prepare(
-            workload,
-            self.target,
-            self._store,
-            catalog=self.catalog,
-            file=file,
-            interactive=interactive,
+        self._runnable()
+        self.reconcile()
+        launch = launcher.prepare(
+            workload, self.target, self._store, catalog=self.catalog, file=file, pulls=pulls
         )
+        return Prepared(workload, file, launch.preparation.notes, tuple(launch.warnings), launch)
 
     def submit(
         self,
-        workload: Workload,
+        workload: Workload | Prepared,
         *,
         file: str | None = None,
         retries: int = 0,
         handshake: bool = False,
-        launch: Launch | None = None,
     ) -> Run:
-        """Check, record and start ``workload`` in a background supervisor."""
+        """Check (unless ``workload`` is already :class:`Prepared`), record and start it in a
+        background supervisor; returns at once, or with ``handshake`` once its first task
+        holds its place (or it ended early)."""
         from nodus_cli.run import launcher
 
-        launch = launch or self.prepare(workload, file=file)
+        prepared = workload if isinstance(workload, Prepared) else self.prepare(workload, file=file)
         record = launcher.submit(
-            launch, self._store, retries=retries, catalog=self.catalog, handshake=handshake
+            prepared._launch,
+            self._store,
+            retries=retries,
+            catalog=self.catalog,
+            handshake=handshake,
         )
         return Run(self, record.id)
 
     def execute(
         self,
-        workload: Workload,
+        workload: Workload | Prepared,
         *,
         file: str | None = None,
         retries: int = 0,
         sink: Sink | None = None,
-        launch: Launch | None = None,
-    ) -> tuple[RunRecord, Outcome]:
-        """Check, record and run ``workload`` in this process (the foreground); its output
-        goes to ``sink`` as it comes, and SIGINT/SIGTERM stop it."""
+    ) -> Executed:
+        """Check (unless already :class:`Prepared`), record and run it in this process (the
+        foreground); its output goes to ``sink`` as it comes, and SIGINT/SIGTERM stop it."""
         from nodus_cli.run import launcher
 
-        launch = launch or self.prepare(workload, file=file)
-        return launcher.execute(launch, self._store, retries=retries, sink=sink)
+        prepared = workload if isinstance(workload, Prepared) else self.prepare(workload, file=file)
+        record, outcome = launcher.execute(
+            prepared._launch, self._store, retries=retries, sink=sink
+        )
+        return Executed(record.id, outcome, RunResult.of(record))
 
-    def rerun(self, run_id: str) -> tuple[RunRecord, Workload]:
+    def supervise(self, run_id: str, retries: int = 0) -> int:
+        """Drive a recorded run to its end here: the background half of :meth:`submit`."""
+        from nodus_cli.run.launcher import supervise
+
+        return supervise(run_id, retries, self.catalog)
+
+    def rerun(self, run_id: str) -> tuple[RunResult, Workload]:
         """A recorded run and its workload, to run again (``${NAME}`` is resolved anew)."""
         from nodus_cli.workload import from_json
 
         record = self._store.get(run_id)
-        return record, from_json(record.workload_json)
+        return RunResult.of(record), from_json(record.workload_json)
 
     # -- looking ---------------------------------------------------------------------
 
-    def plan(self, path: str | Path | None = None, **arguments: Any) -> Plan:
-        """Price the workload (a file, or :meth:`run`'s arguments) on this client's target."""
-        workload = self.load(path) if path is not None else self.workload(**arguments)
-        from nodus_cli import targets
-        from nodus_cli.records import fingerprint, runtime_lookup
+    def plan(
+        self, path: str | Path | None = None, *, dry_run: bool = False, **arguments: Any
+    ) -> Plan:
+        """Price the workload (a file, or :meth:`run`'s arguments) on this client's target:
+        the catalog's offers, or what the target holds now.
 
-        target = targets.get(self.target, self._store, self.catalog)
-        try:
-            return target.plan(workload, runtime_lookup(self._store, fingerprint(workload)))
-        finally:
-            target.close()
+        The plan carries what it was made against (``plan.inventory``), the file's own
+        warnings, and the spending limits that apply. ``dry_run``: the plan ``nodus run``
+        would act on (on the catalog, the same as without it).
+        """
+        from nodus_cli.planning.inventory import Inventory
+
+        if path is not None:
+            checked = self.check(path)
+            workload = checked.workload
+            assert workload is not None
+            shown = str(path)
+            warnings = [
+                f"{shown}:{p.line}: {p.loc}: {p.message}"
+                if p.line
+                else f"{shown}: {p.loc}: {p.message}"
+                for p in checked.warnings
+            ]
+        else:
+            workload = self.workload(**arguments)
+            warnings = []
+        history = self._history(workload)
+        if self.target == CATALOG:
+            from nodus_cli import catalog
+            from nodus_cli.planning.planner import plan_workload
+
+            cat = catalog.load(self.catalog)
+            plan = plan_workload(workload, cat.offers, target=CATALOG, history=history)
+            plan.inventory = Inventory(CATALOG, cat.offers, cat.label, cat)
+            stale = plan.inventory.stale_warning()
+            if stale:
+                plan.warnings.append(stale)
+        else:
+            target = self._target(reading=True)
+            try:
+                offers = target.offers(workload)
+                plan = target.plan(workload, history)
+            finally:
+                target.close()
+            plan.inventory = Inventory(self.target, offers, target.description)
+        # What validate warns about (a top-level GPU no stage receives, a literal secret) is
+        # said where the plan is read too.
+        plan.warnings[:0] = warnings
+        from nodus_cli.run import limits
+
+        spending = limits.note()
+        if spending is not None:
+            plan.notes.append(spending)
+        return plan
 
     def gpus(self, name: str | None = None) -> list[dict[str, Any]]:
         """The GPU models with their offers and lowest prices in the catalog."""
@@ -469,28 +475,107 @@ class Client:
 
         return market.gpu_summaries(name, catalog_path=self.catalog)
 
+    def market(
+        self,
+        name: str | None = None,
+        *,
+        supplier: str | None = None,
+        location: str | None = None,
+        count: int | None = None,
+    ) -> Market:
+        """What the catalog offers: every GPU model cheapest per GPU-hour first, or one
+        model's offers (``name``), filtered by supplier, location and GPU count."""
+        from nodus_cli.catalog import market
+
+        return market.survey(name, supplier, location, count, self.catalog)
+
     def list_nodes(self) -> list[NodeInfo]:
         """What the target holds now: per machine CPUs, memory, GPU model, count and free."""
-        from nodus_cli import targets
-
-        target = targets.get(self.target, self._store, self.catalog)
+        self._runnable()
+        target = self._target(reading=True)
         try:
             return target.nodes()
         finally:
             target.close()
 
     def runs(self, limit: int = 20) -> list[RunResult]:
-        """Recorded runs, newest first."""
-        self._reconcile()
-        return [RunResult.of(r) for r in self._store.list_runs(limit)]
+        """Recorded runs, newest first (an active run with what its target says now)."""
+        self.reconcile()
+        return [RunResult.of(r, self._describe(r)) for r in self._store.list_runs(limit)]
 
     def get(self, run_id: str) -> Run:
         """A handle on a recorded run (a unique prefix of its id is enough)."""
         return Run(self, self._store.get(run_id).id)
 
+    def newest(self) -> Run:
+        """A handle on the newest recorded run."""
+        return Run(self, self._store.newest().id)
+
+    def logs(self, run_id: str | None = None) -> LogView:
+        """A run's log as it is now (default: the newest run's), to read and follow.
+
+        When the records cannot be read (a damaged database), the run's log file is
+        still read, and the view says why in ``warning``.
+        """
+        from nodus_cli.records import StoreError
+
+        try:
+            found = self.reconcile()
+            run = self.get(run_id) if run_id else self.newest()
+            record = run.record()
+        except StoreError as exc:
+            return self._log_file(exc, run_id)
+        lines, offset = run.read_log()
+        stages = [s.name for s in record.stages]
+        return LogView(record.id, stages, lines, offset, found=found, _run=run)
+
+    def _log_file(self, error: NodusError, run_id: str | None) -> LogView:
+        """The log file of a run whose records cannot be read (a damaged database)."""
+        from nodus_cli import config
+        from nodus_cli.records import RunStore
+
+        store = RunStore(self.home or config.home(), read_only=True)  # log files only
+        chosen = [i for i in store.log_ids() if run_id is None or i.startswith(run_id)]
+        if not chosen:
+            raise error
+        lines, offset = store.read_log(chosen[0])
+        return LogView(
+            chosen[0], [], lines, offset, warning=f"{error.message}; showing the log file alone"
+        )
+
     def stop(self, run_id: str) -> bool:
         """Stop a run; False when it was not running (UsageError for an unknown id)."""
         return self.get(run_id).stop()
+
+    def stop_run(self, run_id: str) -> StopResult:
+        """Stop a run and say what happened (UsageError for an unknown id): its containers
+        or services removed, its GPUs freed, recorded ``cancelled``."""
+        from nodus_cli.run.reconcile import stop
+
+        return stop(self._store, run_id, self.catalog)
+
+    def spend(self) -> Report:
+        """Today's and this month's spend (UTC), per workload and per target, against the
+        spending limits (``[limits]`` in config.toml); :meth:`reconcile` first, so that a run
+        counted as running is one that is."""
+        from nodus_cli.run.spending import report
+
+        self.reconcile()
+        return report(self._store)
+
+    def init_node(
+        self,
+        *,
+        price: float | None = None,
+        machine_id: str | None = None,
+        apply: bool = False,
+        daemon_json: str | Path = "/etc/docker/daemon.json",
+    ) -> NodeSetup:
+        """What makes this machine a GPU node of a Swarm cluster for nodus (daemon settings,
+        the NVIDIA runtime's setting, node labels); ``apply`` writes and sets them."""
+        from nodus_cli.targets.swarm import setup
+
+        return setup.init_node(price, machine_id, apply, Path(daemon_json))
 
 
 def _document(arguments: Mapping[str, Any]) -> dict[str, Any]:

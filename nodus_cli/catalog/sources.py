@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import unquote, urlsplit
 
-from nodus_cli import __version__, config
+from nodus_cli import config
 from nodus_cli.errors import NodusError
+from nodus_cli.version import VERSION
 
 if TYPE_CHECKING:
     import httpx
@@ -162,7 +163,7 @@ def client(timeout: float) -> httpx.Client:
         timeout=httpx.Timeout(timeout),
         follow_redirects=True,
         trust_env=True,
-        headers={"User-Agent": f"nodus/{__version__}", "Accept-Encoding": "gzip, deflate"},
+        headers={"User-Agent": f"nodus/{VERSION}", "Accept-Encoding": "gzip, deflate"},
     )
 
 

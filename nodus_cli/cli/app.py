@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from nodus_cli import __version__
+from nodus_cli.version import VERSION
 
 app = typer.Typer(
     name="nodus",
@@ -32,15 +32,19 @@ class Format(StrEnum):
     json = "json"
 
 
-def _targets() -> dict[str, str]:
-    """``catalog`` (plans only) and every registered target: a new target is accepted
-    by ``--target`` without touching the command line."""
-    from nodus_cli.targets import REGISTRY
+def _places() -> list[str]:
+    """Every registered target: a new target is accepted by ``--target`` (and named in the
+    help) without touching the command line."""
+    from nodus_cli.api import target_names
 
-    return {"catalog": "catalog", **{str(name): str(name) for name in REGISTRY}}
+    return target_names()
 
 
-Target = StrEnum("Target", _targets())  # type: ignore[misc]
+_RUN = _places()
+#: What a plan can be made against: the catalog (the market of quotes) and every target.
+PlanTarget = StrEnum("PlanTarget", {name: name for name in ["catalog", *_RUN]})  # type: ignore[misc]
+_RUN_PLACES = ", ".join(_RUN)
+_PLAN_PLACES = ", ".join(["catalog", *_RUN])
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
@@ -64,7 +68,7 @@ CatalogOpt = Annotated[
 
 def _version(value: bool) -> None:
     if value:
-        print(f"nodus {__version__}")
+        print(f"nodus {VERSION}")
         raise typer.Exit()
 
 
@@ -146,8 +150,8 @@ def gpus(
 def plan(
     file: Annotated[str, typer.Argument(metavar="FILE", help="The workload file.")],
     target: Annotated[
-        Target, typer.Option(help="Inventory to plan against: catalog, local or swarm.")
-    ] = Target("catalog"),
+        PlanTarget, typer.Option(help=f"Inventory to plan against: {_PLAN_PLACES}.")
+    ] = PlanTarget("catalog"),
     catalog: CatalogOpt = None,
     top: Annotated[
         int,
@@ -183,8 +187,11 @@ DetachOpt = Annotated[
 def run(
     file: Annotated[str, typer.Argument(metavar="FILE", help="The workload file.")],
     target: Annotated[
-        Target | None,
-        typer.Option(help="Where to run: local (default) or swarm."),
+        PlanTarget | None,
+        typer.Option(
+            help=f"Where to run: {_RUN_PLACES} (default: local); with --dry-run also catalog "
+            "(the plan against the market, as `nodus plan`)."
+        ),
     ] = None,
     catalog: CatalogOpt = None,
     dry_run: Annotated[
@@ -216,11 +223,11 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the workload: each stage as a container with exactly the GPUs asked for."""
-    chosen = (target or Target("local")).value
+    chosen = (target or PlanTarget("local")).value
     if dry_run:  # plans against the target `run` would use
         from nodus_cli.cli.commands import plan as planning
 
-        raise typer.Exit(planning.run(file, chosen, catalog, top, as_json, wide=wide))
+        raise typer.Exit(planning.run(file, chosen, catalog, top, as_json, wide, dry_run=True))
     from nodus_cli.cli.commands import run as command
 
     raise typer.Exit(command.run(file, chosen, catalog, detach, retries, as_json, env, output))

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from nodus_cli.records.logs import Stream
-from nodus_cli.run.driver import Progress
 from nodus_cli.text import safe
+
+if TYPE_CHECKING:
+    from nodus_cli.api import Progress, Stream
 
 #: Plain progress lines, at most this often (seconds).
 PLAIN_EVERY = 5.0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -249,7 +249,7 @@ class Writer:
 class PullDisplay:
     """An image pull's progress: layer by layer on a terminal, one line otherwise."""
 
-    def __init__(self, image: str, progress: bool) -> None:
+    def __init__(self, image: str, progress: bool = True) -> None:
         self.image = image
         self.progress = progress
         self._bar: Any = None
@@ -272,7 +272,7 @@ class PullDisplay:
             err.print(f"pulling {self.image} …")
         return self
 
-    def event(self, event: dict[str, Any]) -> None:
+    def event(self, event: Mapping[str, Any]) -> None:
         """One progress event of the engine's pull stream."""
         if self._bar is None:
             return

@@ -1,20 +1,25 @@
-"""Inventories: the configurations a stage can be planned against (SPEC section 4).
+"""Inventories: what a plan was made against (SPEC section 4's ``catalog``, ``local`` and
+``swarm``), and what the plan must say about it.
 
-``catalog`` is the market (quotes only: the catalog in use, see :func:`catalog.load`),
-``local`` is this machine, ``swarm`` is each node of the cluster. All of them are lists of
-:class:`~nodus_cli.catalog.Offer`, so the planner ranks them the same way, under the same
-configured price ceiling (``[limits] max_price_per_hour``, applied by the planner).
+``catalog`` is the market (quotes only: the catalog in use), ``local`` this machine,
+``swarm`` each node of the cluster. All of them are lists of
+:class:`~nodus_cli.catalog.Offer`, so the planner ranks them the same way; the inventory
+only says where the offers come from, and for a catalog how old its prices are. Who
+gathers the offers is not planning's business: the API asks the catalog or a target and
+hands the result in.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from nodus_cli.catalog import Catalog, Offer
-from nodus_cli.errors import NodusError
-from nodus_cli.planning.planner import RuntimeLookup, no_history
-from nodus_cli.workload import Workload
+from nodus_cli import config
+from nodus_cli.catalog import USER_FILE, Catalog, Offer
+from nodus_cli.text import plural
+
+__all__ = ["Inventory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,40 +32,41 @@ class Inventory:
 
     def describe(self) -> str:
         where = f"{self.source}, " if self.source else ""
-        n = len(self.offers)
-        return f"{where}{n} configuration{'' if n == 1 else 's'}"
+        return f"{where}{plural(len(self.offers), 'configuration')}"
 
-    def history(self, workload: Workload) -> RuntimeLookup:
-        """Measured runtimes of this workload from the run records, when there are any.
+    def stale_warning(self, now: datetime | None = None) -> str | None:
+        """Words for catalog prices older than ``[catalog] max_age_days``, or None."""
+        cat = self.catalog
+        if cat is None:
+            return None
+        age = cat.age_days(now)
+        limit = config.catalog().max_age_days
+        if age is None or age <= limit:
+            return None
+        days = f"{age:.0f} day{'' if round(age) == 1 else 's'}" if age >= 1 else f"{age * 24:.1f} h"
+        what = f"the prices in use ({cat.label}) are {days} old, more than max_age_days = {limit:g}"
+        if cat.kind == USER_FILE:
+            return (
+                f"{what}: refresh {cat.path}, or drop {cat.chosen_by} and run "
+                "`nodus catalog update` to fetch current prices"
+            )
+        return f"{what}: run `nodus catalog update` to fetch current prices"
 
-        A missing or unreadable store means no measurements (ranking by hourly price),
-        never a failed plan; the records module is only imported when a store exists.
-        """
-        from nodus_cli import config
-
-        if not (config.home() / "runs.sqlite3").is_file():
-            return no_history
-        from nodus_cli import records
-
-        try:
-            store = records.open_store(create=False)
-            return records.runtime_lookup(store, records.fingerprint(workload))
-        except (NodusError, sqlite3.Error, OSError):
-            return no_history
-
-
-def for_target(target: str, catalog_path: str | None = None) -> Inventory:
-    if target == "catalog":
-        from nodus_cli import catalog
-
-        cat = catalog.load(catalog_path)
-        return Inventory("catalog", cat.offers, cat.label, cat)
-    if target == "local":
-        from nodus_cli.targets.local import machine
-
-        return Inventory("local", machine.offers(), "this machine")
-    if target == "swarm":
-        from nodus_cli.targets import swarm
-
-        return Inventory("swarm", swarm.offers(catalog_path), "the Swarm cluster's ready nodes")
-    raise NodusError(f"unknown target {target!r}: use catalog, local or swarm", exit_code=2)
+    def catalog_json(self, now: datetime | None = None) -> dict[str, Any] | None:
+        """The catalog planned against, as ``plan --json`` gives it (None: not a catalog)."""
+        cat = self.catalog
+        if cat is None:
+            return None
+        age = cat.age_days(now)
+        limit = config.catalog().max_age_days
+        return {
+            "name": cat.name,
+            "kind": cat.kind,
+            "label": cat.label,
+            "path": cat.path,
+            "chosen_by": cat.chosen_by,
+            "prices_as_of": cat.meta.get("prices_as_of"),
+            "age_days": round(age, 3) if age is not None else None,
+            "max_age_days": limit,
+            "stale": age is not None and age > limit,
+        }

@@ -27,6 +27,10 @@ when some were excluded only because their size is unknown.
 The configured ``[limits] max_price_per_hour`` (:class:`PriceCeiling`) is a ceiling no
 workload can raise: the price limit applied is the lower of it and the workload's, and
 the plan names the configuration file when the ceiling is what excluded offers.
+
+What a plan says also depends on the place it is made for, and the planner never asks
+which place that is by name: each place declares its :class:`Capabilities` (a target
+as a class attribute, the catalog as :data:`MARKET`), and the plan's notes follow them.
 """
 
 from __future__ import annotations
@@ -36,13 +40,17 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from nodus_cli import collector
 from nodus_cli.catalog import Offer
 from nodus_cli.hardware import cuda, gpus, locations
+from nodus_cli.planning.capabilities import MARKET, Capabilities
 from nodus_cli.text import plural
 from nodus_cli.workload import Requirements, Stage, Workload
+
+if TYPE_CHECKING:
+    from nodus_cli.planning.inventory import Inventory
 
 #: The order in which requirements are checked (and the keys of ``excluded``).
 CHECKS = (
@@ -240,6 +248,8 @@ class Plan:
     ceiling: PriceCeiling | None = None
     #: Things the user should act on (stale prices): printed as warnings.
     warnings: list[str] = field(default_factory=list)
+    #: What it was planned against (set by whoever gathered the offers).
+    inventory: Inventory | None = None
 
     @property
     def feasible(self) -> bool:
@@ -386,12 +396,15 @@ def plan_workload(
     target: str = "catalog",
     history: RuntimeLookup = no_history,
     ceiling: PriceCeiling | _FromConfig | None = FROM_CONFIG,
+    capabilities: Capabilities = MARKET,
 ) -> Plan:
     """Plan every stage of ``workload`` against ``offers`` (an inventory's configurations).
 
     ``ceiling``: a price limit no workload can raise; by default the configured
-    ``[limits] max_price_per_hour`` (None: no ceiling).
+    ``[limits] max_price_per_hour`` (None: no ceiling). ``capabilities``: what the place
+    planned for can do (default: the catalog's, a market of quotes).
     """
+    caps = capabilities
     chosen = configured_ceiling() if isinstance(ceiling, _FromConfig) else ceiling
     pool = offers if isinstance(offers, list) else list(offers)
     with collector.paused():
@@ -400,7 +413,7 @@ def plan_workload(
         ]
     plan = Plan(workload, target, stage_plans, ceiling=chosen)
     for sp in stage_plans:
-        if sp.emptied_by == "gpu" and target == "catalog" and sp.explanation:
+        if sp.emptied_by == "gpu" and not caps.runs and sp.explanation:
             sp.explanation += "; `nodus gpus` lists the models on offer and their prices"
     if workload.budget is not None and len(stage_plans) > 1:
         costs = [p.selected.estimated_cost for p in stage_plans if p.selected]
@@ -411,7 +424,7 @@ def plan_workload(
                     f"the selected stages' estimated costs add up to ${total:,.2f}, more than "
                     f"the budget of ${workload.budget:,.2f} for the whole run"
                 )
-    if target == "swarm":
+    if not caps.shared_work_dir:
         hosts = {p.selected.offer.machine_id for p in stage_plans if p.selected}
         if len(hosts) > 1 and len(stage_plans) > 1:
             plan.notes.append(

@@ -582,7 +582,7 @@ class Runner:
             rec.runtime_seconds = runtime if run.started is not None else None
             rec.cost += cost
             rec.attempts = task.attempt
-            rec.gpu_report = end.gpu_report
+            rec.gpu_report = end.gpu_use.as_json() if end.gpu_use is not None else None
             rec.message = message if status != StageStatus.SUCCEEDED else rec.message
             self._save_stage(state)
             ran = f" in {runtime:.1f}s" if run.started is not None else ""
@@ -692,17 +692,10 @@ class Runner:
 
     def _say_usage(self, state: _Stage, ends: dict[int, TaskEnd]) -> None:
         """A fan-out stage's GPU use in one line: a request is not proof of use."""
-        sampled = [
-            e.gpu_report for e in ends.values() if e.gpu_report and e.gpu_report.get("sampled")
-        ]
+        sampled = [e.gpu_use for e in ends.values() if e.gpu_use and e.gpu_use.available]
         if not sampled:
             return
-        idle = [
-            i
-            for i, e in sorted(ends.items())
-            if e.gpu_report
-            and any(g["samples"] and not g["used"] for g in e.gpu_report.get("gpus", []))
-        ]
+        idle = [i for i, e in sorted(ends.items()) if e.gpu_use and e.gpu_use.idle]
         if idle:
             shown = ", ".join(str(i) for i in idle[:10]) + (", ..." if len(idle) > 10 else "")
             self.say(

@@ -31,7 +31,7 @@ from nodus_cli.workload import Workload, from_json
 
 if TYPE_CHECKING:
     from nodus_cli.planning.planner import Plan
-    from nodus_cli.targets.base import Preparation, Target
+    from nodus_cli.targets.base import Preparation, Pulls, Target
 
 #: How long a submission waits for its background supervisor to place the first task.
 HANDSHAKE_SECONDS = 60.0
@@ -101,7 +101,7 @@ def prepare(
     *,
     catalog: str | None = None,
     file: str | None = None,
-    interactive: bool = False,
+    pulls: Pulls | None = None,
     host_env: Mapping[str, str] | None = None,
     run_id: str | None = None,
 ) -> Launch:
@@ -109,9 +109,7 @@ def prepare(
     (``run_id``: the run is recorded already, a background supervisor checking again)."""
     host = os.environ if host_env is None else host_env
     env = resolved_env(workload, host)
-    target = targets.get(target_name, store, catalog)
-    if hasattr(target, "interactive"):
-        target.interactive = interactive
+    target = targets.get(target_name, store, catalog, pulls)
     history = runtime_lookup(store, fingerprint(workload))
     plan = target.plan(workload, history)
     try:
@@ -122,10 +120,7 @@ def prepare(
         if exc.hint is None and not plan.feasible:
             exc.hint = plan_elsewhere_hint(file)
         raise
-    warnings = list(preparation.warnings)
-    unpriced = target.unpriced_budget(workload, plan)
-    if unpriced is not None:
-        warnings.append(unpriced)
+    warnings = [*preparation.warnings, *plan.warnings]
     from nodus_cli.run import limits
 
     allowance = limits.check(store, workload, plan, preparation.price_per_hour, run_id)
@@ -142,10 +137,6 @@ def plan_elsewhere_hint(file: str | None) -> str:
     import shlex
 
     return f"`nodus plan {shlex.quote(file)}` {what}"
-
-
-def _unpriced(plan: Plan) -> bool:
-    return all(sp.selected is None or sp.selected.offer.price_per_hour <= 0 for sp in plan.stages)
 
 
 def execute(

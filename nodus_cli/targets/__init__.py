@@ -15,7 +15,7 @@ from nodus_cli.errors import UsageError
 
 if TYPE_CHECKING:
     from nodus_cli.records import RunStore
-    from nodus_cli.targets.base import Target
+    from nodus_cli.targets.base import Pulls, Target
 
 #: Plain names, so that reading the registry (every ``--target`` option does) imports no
 #: target code at all.
@@ -29,8 +29,11 @@ def names() -> list[str]:
     return list(REGISTRY)
 
 
-def get(name: str, store: RunStore, catalog: str | None = None) -> Target:
-    """An instance of the target called ``name`` (UsageError for an unknown name)."""
+def get(
+    name: str, store: RunStore, catalog: str | None = None, pulls: Pulls | None = None
+) -> Target:
+    """An instance of the target called ``name`` (UsageError for an unknown name);
+    ``pulls`` shows its image pulls (default: a line on stderr)."""
     where = REGISTRY.get(name)
     if where is None:
         raise UsageError(
@@ -39,4 +42,7 @@ def get(name: str, store: RunStore, catalog: str | None = None) -> Target:
         )
     module, _, attribute = where.partition(":")
     cls: type[Target] = getattr(importlib.import_module(module), attribute)
-    return cls(store, catalog)
+    target = cls(store, catalog)
+    if pulls is not None:
+        target.pulls = pulls
+    return target

@@ -8,19 +8,25 @@ fan-out stage — and how to stop it. It never imports the driver: it reports th
 
 A target, in the order the driver uses it:
 
-1. :meth:`Target.inventory` — the configurations it offers (for plans).
-2. :meth:`Target.prepare` — refuse before anything starts (GPUs missing or taken, the
-   engine down, an image that cannot be had, a host path that does not exist), and say
-   what a run costs per hour there.
+1. :meth:`Target.offers` — the configurations it can run a stage on now; :meth:`Target.plan`
+   plans every stage against them (with the notes its :attr:`Target.capabilities` call for).
+2. :meth:`Target.prepare` — refuse before anything starts (GPUs missing, the engine down,
+   an image that cannot be had, a host path that does not exist), and say what a run costs
+   per hour there.
 3. :meth:`Target.capacity` — how many tasks of a fan-out stage may run at once.
-4. :meth:`Target.run_task` — run one task to its end (blocking; called from a worker
+4. :meth:`Target.begin` — before the first task (a shared work folder, say).
+5. :meth:`Target.run_task` — run one task to its end (blocking; called from a worker
    thread, several at once for a fan-out stage) and say how it ended.
-5. :meth:`Target.stop_task` — from another thread: stop a task now (budget, Ctrl-C,
+6. :meth:`Target.stop_task` — from another thread: stop a task now (budget, Ctrl-C,
    ``nodus stop``); its ``run_task`` then returns with :attr:`TaskState.STOPPED`.
-6. :meth:`Target.release` — after the last task: the shared work folder is copied out,
+7. :meth:`Target.release` — after the last task: the shared work folder is copied out,
    kept or removed.
-7. :meth:`Target.cleanup` — remove everything the run left (containers, services,
+8. :meth:`Target.cleanup` — remove everything the run left (containers, services,
    volumes), for a run whose supervisor died or that ``nodus stop`` ends.
+
+And to look: :meth:`Target.describe` (a running run now) and :meth:`Target.nodes` (the
+machines and what they hold). What shows on a terminal never comes from here: a target
+that pulls images reports through the :class:`PullProgress` it was given.
 
 Adding a target is one module implementing this class plus one line in
 :data:`nodus_cli.targets.REGISTRY` (docs/targets.md walks through it).
@@ -28,6 +34,7 @@ Adding a target is one module implementing this class plus one line in
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,16 +42,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
+from nodus_cli.planning.capabilities import ONE_MACHINE, Capabilities
+from nodus_cli.targets.usage import UsageReport
+
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
     from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
-
-
-class TargetName(StrEnum):
-    LOCAL = "local"
-    SWARM = "swarm"
 
 
 class TargetFailure(Exception):
@@ -126,8 +131,8 @@ class TaskEnd:
     state: TaskState
     exit_code: int
     message: str | None = None
-    #: GPU use sampled while it ran (``UsageReport.as_json``), when the target samples.
-    gpu_report: dict[str, Any] | None = None
+    #: GPU use sampled while it ran, when the target samples.
+    gpu_use: UsageReport | None = None
 
 
 #: A task's output stream, as the run's log names it.
@@ -179,6 +184,45 @@ class TaskContext(Protocol):
 
     def started(self, info: Started) -> None:
         """The task runs now: the driver's clock (and the cost) starts here."""
+
+
+class PullProgress(Protocol):
+    """An image pull shown as it happens: ``with pulls(image) as shown: shown.event(e)``.
+
+    The command line hands a target one that draws a bar on a terminal; without one a
+    target says "pulling IMAGE …" on stderr (:func:`plain_pulls`).
+    """
+
+    def __enter__(self) -> PullProgress: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        """One progress event of the engine's pull stream."""
+
+
+#: Makes the :class:`PullProgress` of one image's pull.
+Pulls = Callable[[str], PullProgress]
+
+
+class _PlainPull:
+    def __init__(self, image: str) -> None:
+        self.image = image
+
+    def __enter__(self) -> _PlainPull:
+        print(f"pulling {self.image} …", file=sys.stderr, flush=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def event(self, event: Mapping[str, Any]) -> None:
+        pass
+
+
+def plain_pulls(image: str) -> PullProgress:
+    """One line on stderr per pull: what a background run or a library call shows."""
+    return _PlainPull(image)
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,10 +297,15 @@ class Target(ABC):
     name: ClassVar[str]
     #: Shown where nodus says what this target is ("this machine", "the Swarm cluster").
     description: ClassVar[str]
+    #: What it can and cannot do, as its plans must say (planning reads it).
+    capabilities: ClassVar[Capabilities] = ONE_MACHINE
 
     def __init__(self, store: RunStore, catalog: str | None = None) -> None:
         self.store = store
         self.catalog = catalog
+        #: How an image pull is shown (a bar on a terminal, a line elsewhere); whoever
+        #: makes the target may set another (:func:`nodus_cli.targets.get`).
+        self.pulls: Pulls = plain_pulls
 
     # -- planning ----------------------------------------------------------------------
 
@@ -268,10 +317,16 @@ class Target(ABC):
         """Plan every stage against :meth:`offers` (a target may add its own notes)."""
         from nodus_cli.planning.planner import plan_workload
 
-        plan = plan_workload(workload, self.offers(workload), target=self.name, history=history)
-        note = self.unpriced_budget(workload, plan)
-        if note is not None:
-            plan.notes.append(note)
+        plan = plan_workload(
+            workload,
+            self.offers(workload),
+            target=self.name,
+            history=history,
+            capabilities=self.capabilities,
+        )
+        warning = self.unpriced_budget(workload, plan)
+        if warning is not None:  # `nodus run` shows the plan's warnings before it starts
+            plan.warnings.append(warning)
         return plan
 
     #: How to give this target a price, for the warning that a budget cannot bite.

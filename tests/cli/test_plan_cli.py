@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -252,8 +253,13 @@ def test_stale_prices_are_a_warning_that_names_the_update_command(tmp_path: Path
     (warning,) = doc["warnings"]
     assert "nodus catalog update" in warning
     assert doc["catalog"]["stale"] is True and doc["catalog"]["max_age_days"] == 0.001
-    # A file given with --catalog: refresh the file, or drop the flag and update.
-    code, doc = plan_json(tmp_path, wf, "--catalog", market(tmp_path))
+    # A file given with --catalog: refresh the file, or drop the flag and update. Its
+    # prices are as of the day it was written: yesterday, so that just after midnight
+    # (UTC) it is still older than max_age_days.
+    written = market(tmp_path)
+    yesterday = time.time() - 86400
+    os.utime(written, (yesterday, yesterday))
+    code, doc = plan_json(tmp_path, wf, "--catalog", written)
     (warning,) = doc["warnings"]
     assert "drop --catalog and run `nodus catalog update`" in warning
     # Young enough: no warning.

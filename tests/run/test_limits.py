@@ -27,7 +27,6 @@ from nodus_cli.targets.base import (
     Preparation,
     Started,
     Target,
-    TargetName,
     Task,
     TaskContext,
     TaskEnd,
@@ -387,7 +386,7 @@ def test_the_allowance_reads_the_records_at_most_every_refresh(
 class Metered(Target):
     """Each task runs ``seconds`` at ``price`` unless stopped (a stand-in machine)."""
 
-    name = TargetName.LOCAL
+    name = "local"
     description = "the test machine"
 
     def __init__(self, store: RunStore, price: float, seconds: float = 30.0) -> None:

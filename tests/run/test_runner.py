@@ -29,7 +29,6 @@ from nodus_cli.targets.base import (
     Preparation,
     Started,
     Target,
-    TargetName,
     Task,
     TaskContext,
     TaskEnd,
@@ -70,7 +69,7 @@ def crashes(exc: BaseException) -> Step:
 class ScriptedTarget(Target):
     """Every task runs its script: the next step for its key (``stage`` or ``stage[i]``)."""
 
-    name = TargetName.LOCAL  # records say "local"; the policy does not look
+    name = "local"  # records say "local"; the policy does not look
     description = "the scripted machine"
 
     store: Any = None

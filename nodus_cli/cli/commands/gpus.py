@@ -15,12 +15,14 @@ vCPU and memory, then clip machine IDs, regions and suppliers with "…".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodus_cli.catalog import Offer, market
-from nodus_cli.catalog.market import per_gpu
+from nodus_cli.api import Client
 from nodus_cli.cli.output import Writer, emit_json
 from nodus_cli.text import money, plural
+
+if TYPE_CHECKING:
+    from nodus_cli.catalog import Offer
 
 #: The ``--json`` document's shape: bumped only when a field is renamed or retyped.
 JSON_VERSION = 1
@@ -38,7 +40,9 @@ def run(
     top: int | None = None,
     wide: bool = False,
 ) -> int:
-    found = market.survey(name, supplier, location, count, catalog_path)
+    found = Client(catalog=catalog_path).market(
+        name, supplier=supplier, location=location, count=count
+    )
     filters = {"supplier": supplier, "location": location, "count": count}
     if name is None:
         if as_json:
@@ -170,7 +174,7 @@ def _show_offers(
             f"{o.memory_gb:g} GB",
             o.arch,
             money(o.price_per_hour),
-            money(per_gpu(o)),
+            money(o.price_per_gpu_hour),
             money(o.spot_price_per_hour),
         ]
         for o in offers[:top]

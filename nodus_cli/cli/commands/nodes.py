@@ -1,37 +1,27 @@
 """``nodus nodes`` and ``nodus swarm init-node``: the cluster's capacity, and joining it.
 
-``init-node --apply`` writes the daemon settings into ``--daemon-json``, sets
-``swarm-resource`` in the NVIDIA container runtime's configuration
-(``/etc/nvidia-container-runtime/config.toml``, or ``NODUS_NVIDIA_RUNTIME_CONFIG``) when
-that file exists, and labels this node when its engine is a Swarm manager.
+What a node needs and what ``init-node --apply`` writes and sets is the Swarm target's
+(:mod:`nodus_cli.targets.swarm.setup`, through :meth:`Client.init_node`); this module
+shows it.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-from pathlib import Path
-from typing import Any
 
+from nodus_cli.api import Client
 from nodus_cli.cli.output import Writer, console, emit_json
-from nodus_cli.errors import NodusError
-from nodus_cli.targets.local import machine
 from nodus_cli.text import money, safe
 
 NOW_NOTE = (
     "What the cluster's nodes hold now, not every configuration a supplier could offer; "
     "free GPUs are those no running task reserves."
 )
-RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
-SWARM_RESOURCE = 'swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"'
 #: The ``--json`` documents' shape: bumped only when a field is renamed or retyped.
 JSON_VERSION = 1
 
 
 def run(as_json: bool) -> int:
-    from nodus_cli.api.client import Client
-
     with Client(target="swarm") as client:
         nodes = client.list_nodes()
     if as_json:
@@ -71,63 +61,17 @@ def run(as_json: bool) -> int:
     return 0
 
 
-def node_settings(
-    found: list[machine.LocalGpu], price: float | None, machine_id: str | None
-) -> dict[str, Any]:
-    """The daemon settings and node labels that make this machine a GPU node for nodus."""
-    if not found:
-        raise NodusError(
-            "nvidia-smi reports no GPU on this machine: nothing to declare",
-            hint="install the NVIDIA driver and nvidia-container-toolkit first",
-        )
-    families = {g.family or g.product for g in found}
-    if len(families) > 1:
-        raise NodusError(
-            f"this machine has several GPU models ({', '.join(sorted(families))}); a node "
-            "label can name only one: declare one model's GPUs by hand"
-        )
-    unknown = [g.product for g in found if g.family is None]
-    if unknown:
-        raise NodusError(
-            f"nodus does not know the GPU model {unknown[0]!r}: it cannot label this node",
-            hint="`nodus gpus` lists the models nodus knows",
-        )
-    family = found[0].family or found[0].product
-    labels = {
-        "nodus.gpu": family,
-        "nodus.gpu_memory_gb": f"{min(g.nominal_memory_gb for g in found):g}",
-    }
-    if price is not None:
-        if price < 0:
-            raise NodusError("--price must be >= 0 (USD per hour)", exit_code=2)
-        labels["nodus.price_per_hour"] = f"{price:g}"
-    if machine_id is not None:
-        labels["nodus.machine_id"] = machine_id
-    return {
-        "gpus": [
-            {"uuid": g.uuid, "name": g.product, "memory_gb": g.nominal_memory_gb} for g in found
-        ],
-        "daemon": {
-            "node-generic-resources": [f"NVIDIA-GPU={g.uuid}" for g in found],
-            "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "runtimeArgs": []}},
-            "default-runtime": "nvidia",
-        },
-        "nvidia_container_runtime": SWARM_RESOURCE,
-        "labels": labels,
-    }
-
-
 def init_node(
     price: float | None, machine_id: str | None, apply: bool, daemon_json: str, as_json: bool
 ) -> int:
-    settings = node_settings(machine.query_gpus(), price, machine_id)
-    label_args = " ".join(f"--label-add {k}={v}" for k, v in settings["labels"].items())
-    applied: list[str] = []
-    if apply:
-        applied = _apply(settings, Path(daemon_json))
+    setup = Client().init_node(
+        price=price, machine_id=machine_id, apply=apply, daemon_json=daemon_json
+    )
+    settings = setup.settings
     if as_json:
-        emit_json({"version": JSON_VERSION, **settings, "applied": applied})
+        emit_json({"version": JSON_VERSION, **setup.as_json()})
         return 0
+    label_args = " ".join(f"--label-add {k}={v}" for k, v in settings["labels"].items())
     out = console()
     count = len(settings["gpus"])
     out.print(f"this machine: {count}× {settings['labels']['nodus.gpu']} ", end="")
@@ -136,7 +80,7 @@ def init_node(
         f"[bold]1. Docker daemon settings[/] (merge into {daemon_json}, then restart dockerd):"
     )
     out.print(json.dumps(settings["daemon"], indent=2), markup=False)
-    out.print(f"[bold]2. NVIDIA container runtime[/] ({_runtime_config()}):")
+    out.print(f"[bold]2. NVIDIA container runtime[/] ({setup.runtime_config}):")
     out.print(settings["nvidia_container_runtime"], markup=False)
     out.print("[bold]3. Node labels[/] (on a manager):")
     out.print(
@@ -144,91 +88,6 @@ def init_node(
     )
     if not apply:
         out.print("[dim]--apply writes 1 and 2 and sets 3 when this engine is a manager.[/]")
-    for line in applied:
+    for line in setup.applied:
         out.print(f"[green]applied:[/] {line}", markup=True)
     return 0
-
-
-def _runtime_config() -> str:
-    return os.environ.get("NODUS_NVIDIA_RUNTIME_CONFIG") or RUNTIME_CONFIG
-
-
-def _apply(settings: dict[str, Any], path: Path) -> list[str]:
-    done = [_write_daemon_json(settings, path)]
-    done.append(_write_runtime_config(Path(_runtime_config())))
-    done.append(_label_node(settings["labels"]))
-    return done
-
-
-def _write_daemon_json(settings: dict[str, Any], path: Path) -> str:
-    current: dict[str, Any] = {}
-    if path.exists():
-        try:
-            loaded = json.loads(path.read_text("utf-8") or "{}")
-        except (OSError, json.JSONDecodeError) as exc:
-            raise NodusError(f"{path}: cannot read it as JSON: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise NodusError(f"{path}: not a JSON object")
-        current = loaded
-    merged = {**current, **settings["daemon"]}
-    merged["runtimes"] = {**(current.get("runtimes") or {}), **settings["daemon"]["runtimes"]}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(merged, indent=2) + "\n", "utf-8")
-    except OSError as exc:
-        raise NodusError(f"{path}: cannot write it: {exc}", hint="run as root") from None
-    return f"wrote {path} (restart dockerd to take it into account)"
-
-
-def _write_runtime_config(path: Path) -> str:
-    """Set ``swarm-resource`` (a top-level key) in the NVIDIA runtime's config.toml."""
-    if not path.exists():
-        return (
-            f"not written: {path} does not exist (install nvidia-container-toolkit, then "
-            f"set {SWARM_RESOURCE} in it)"
-        )
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise NodusError(f"{path}: cannot read it: {exc}") from None
-    pattern = re.compile(r"^[ \t]*#?[ \t]*swarm-resource[ \t]*=.*$", re.MULTILINE)
-    if pattern.search(text):
-        new = pattern.sub(SWARM_RESOURCE, text, count=1)
-    else:
-        new = SWARM_RESOURCE + "\n" + text  # before any [table]: a top-level key
-    if new == text:
-        return f"{path} already sets {SWARM_RESOURCE}"
-    try:
-        path.write_text(new, "utf-8")
-    except OSError as exc:
-        raise NodusError(f"{path}: cannot write it: {exc}", hint="run as root") from None
-    return f"set {SWARM_RESOURCE} in {path}"
-
-
-def _label_node(labels: dict[str, str]) -> str:
-    from nodus_cli.targets import swarm
-    from nodus_cli.targets.docker import engine
-
-    api = swarm.connect()
-    try:
-        info = api.info().get("Swarm") or {}
-        if info.get("LocalNodeState") != "active":
-            return (
-                "not labelled: this engine is not in a Swarm yet; join it, then run the "
-                "`docker node update` command above on a manager"
-            )
-        if not info.get("ControlAvailable"):
-            return (
-                "not labelled: this engine is a worker; run the `docker node update` "
-                "command above on a manager"
-            )
-        node = api.node(info["NodeID"])
-        spec = dict(node.get("Spec") or {})
-        spec["Labels"] = {**(spec.get("Labels") or {}), **labels}
-        api.update_node(info["NodeID"], int(node["Version"]["Index"]), spec)
-    except engine.EngineUnreachable as exc:
-        raise exc.as_nodus_error() from None
-    except (engine.EngineError, engine.EngineTimeout) as exc:
-        raise NodusError(f"cannot label this node: {exc}") from None
-    shown = ", ".join(f"{k}={v}" for k, v in labels.items())
-    return f"labelled node {info['NodeID'][:12]}: {shown}"

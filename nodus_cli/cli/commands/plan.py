@@ -17,147 +17,22 @@ and shown in the header (``limits`` in ``--json``).
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
-from nodus_cli import catalog
-from nodus_cli.catalog import Catalog
+from nodus_cli.api.client import Client
 from nodus_cli.cli.output import Writer, stderr_line
-from nodus_cli.errors import NodusError
 from nodus_cli.hardware import cuda
-from nodus_cli.planning import inventory
 from nodus_cli.planning.planner import (
     BASIS_RUNTIME,
     CHECKS,
     Candidate,
     Plan,
     StagePlan,
-    plan_workload,
 )
 from nodus_cli.text import gpu_text, money, plural
-from nodus_cli.workload import Requirements, Result, Workload
+from nodus_cli.workload import Requirements
 
 EXIT_NOTHING_ELIGIBLE = 3
 
 # -- the command -------------------------------------------------------------------------
-
-
-def load_valid(file: str) -> Workload:
-    """A valid workload, or an error that lists the file's problems like `nodus validate`."""
-    return _load(file).workload  # type: ignore[return-value]
-
-
-def _load(file: str) -> Result:
-    """The file's valid workload and its warnings (NodusError for a wrong one)."""
-    from pathlib import Path
-
-    from nodus_cli.workload import load_file
-
-    path = Path(file)
-    if path.is_dir():
-        raise NodusError(
-            f"{file} is a folder: plan one workload file",
-            exit_code=2,
-            hint=f"nodus validate {file} checks every file in it",
-        )
-    if not path.is_file():
-        raise NodusError(f"{file}: no such file", exit_code=2)
-    result = load_file(path, file)
-    if result.workload is None:
-        detail = "\n".join(p.render(file) for p in result.errors)
-        raise NodusError(
-            f"{file} is not a valid workload:\n{detail}",
-            hint=f"nodus validate {file} shows every problem",
-        )
-    return result
-
-
-def make_plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, str]:
-    """The plan of a workload file and a description of the inventory it was planned on."""
-    plan, inv = _plan(file, target, catalog_path)
-    return plan, inv.describe()
-
-
-def _plan(file: str, target: str, catalog_path: str | None) -> tuple[Plan, inventory.Inventory]:
-    checked = _load(file)
-    workload = checked.workload
-    assert workload is not None
-    if target != "catalog":
-        plan, inv = _plan_on_target(workload, target, catalog_path)
-    else:
-        inv = inventory.for_target(target, catalog_path)
-        plan = plan_workload(workload, inv.offers, target=target, history=inv.history(workload))
-        if inv.catalog is not None:
-            warning = stale_warning(inv.catalog)
-            if warning:
-                plan.warnings.append(warning)
-    # What validate warns about (a top-level GPU no stage receives, a literal secret) is
-    # said where the plan is read too.
-    plan.warnings[:0] = [
-        f"{file}:{p.line}: {p.loc}: {p.message}" if p.line else f"{file}: {p.loc}: {p.message}"
-        for p in checked.warnings
-    ]
-    from nodus_cli.run import limits
-
-    spending = limits.note()
-    if spending is not None:
-        plan.notes.append(spending)
-    return plan, inv
-
-
-def _plan_on_target(
-    workload: Workload, target: str, catalog_path: str | None
-) -> tuple[Plan, inventory.Inventory]:
-    """A place that runs plans for itself: the plan `nodus run` uses there, with its notes
-    (what the target cannot do, a budget it cannot enforce)."""
-    from nodus_cli import targets
-    from nodus_cli.records import RunStore, fingerprint, runtime_lookup
-
-    store = RunStore.open(create=False)
-    place = targets.get(target, store, catalog_path)
-    try:
-        offers = place.offers(workload)
-        plan = place.plan(workload, runtime_lookup(store, fingerprint(workload)))
-    finally:
-        place.close()
-    return plan, inventory.Inventory(target, offers, place.description)
-
-
-def stale_warning(cat: Catalog, now: datetime | None = None) -> str | None:
-    """Words for prices older than ``[catalog] max_age_days``, or None when they are not."""
-    from nodus_cli import config
-
-    age = cat.age_days(now)
-    limit = config.catalog().max_age_days
-    if age is None or age <= limit:
-        return None
-    days = f"{age:.0f} day{'' if round(age) == 1 else 's'}" if age >= 1 else f"{age * 24:.1f} h"
-    what = f"the prices in use ({cat.label}) are {days} old, more than max_age_days = {limit:g}"
-    if cat.kind == catalog.USER_FILE:
-        return (
-            f"{what}: refresh {cat.path}, or drop {cat.chosen_by} and run "
-            "`nodus catalog update` to fetch current prices"
-        )
-    return f"{what}: run `nodus catalog update` to fetch current prices"
-
-
-def catalog_json(cat: Catalog, now: datetime | None = None) -> dict[str, Any]:
-    from nodus_cli import config
-
-    age = cat.age_days(now)
-    limit = config.catalog().max_age_days
-    return {
-        "name": cat.name,
-        "kind": cat.kind,
-        "label": cat.label,
-        "path": cat.path,
-        "chosen_by": cat.chosen_by,
-        "prices_as_of": cat.meta.get("prices_as_of"),
-        "age_days": round(age, 3) if age is not None else None,
-        "max_age_days": limit,
-        "stale": age is not None and age > limit,
-    }
-
 
 #: The ``--json`` document's shape: bumped only when a field is renamed or retyped.
 JSON_VERSION = 1
@@ -170,20 +45,23 @@ def run(
     top: int,
     as_json: bool,
     wide: bool = False,
+    dry_run: bool = False,
 ) -> int:
     if catalog_path and target == "local":
         stderr_line(
             f"nodus: note: --catalog {catalog_path} is not used by --target local (this "
             "machine); --target catalog plans against it"
         )
-    plan, inv = _plan(file, target, catalog_path)
-    source = inv.describe()
+    with Client(target=target, catalog=catalog_path) as client:
+        plan = client.plan(file, dry_run=dry_run)
+    inventory = plan.inventory
+    source = inventory.describe() if inventory is not None else None
     if as_json:
         from nodus_cli.cli.output import emit_json
 
         document = {"version": JSON_VERSION, **plan.as_json()}
         document["inventory"] = source
-        document["catalog"] = catalog_json(inv.catalog) if inv.catalog is not None else None
+        document["catalog"] = inventory.catalog_json() if inventory is not None else None
         emit_json(document)
     else:
         out = Writer(wide=wide)

@@ -13,8 +13,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from nodus_cli.api.client import Client
-from nodus_cli.cli.output import emit_json, use_colour
+from nodus_cli.api.client import Client, Prepared
+from nodus_cli.cli.output import PullDisplay, emit_json, use_colour
 from nodus_cli.errors import UsageError
 from nodus_cli.text import money, safe
 from nodus_cli.workload import Workload
@@ -32,11 +32,6 @@ def run(
     env: list[str] | None = None,
     output: str | None = None,
 ) -> int:
-    if target == "catalog":
-        raise UsageError(
-            "the catalog is a market of quotes, not a place to run",
-            hint="run with --target local or --target swarm; `nodus plan` prices the catalog",
-        )
     client = Client(target=target, catalog=catalog_path)
     checked = client.check(file)
     for problem in checked.warnings:
@@ -84,23 +79,23 @@ def _start(
     retries: int,
     as_json: bool,
 ) -> int:
-    launch = client.prepare(workload, file=file, interactive=not as_json)
-    for note in launch.preparation.notes:
+    pulls = None if as_json else PullDisplay
+    prepared = client.prepare(workload, file=file, pulls=pulls)
+    for note in prepared.notes:
         _status(f"note: {note}")
-    for warning in launch.warnings:
+    for warning in prepared.warnings:
         _status(f"warning: {warning}")
     if detach:
-        return _detach(client, workload, file, retries, as_json, launch)
+        return _detach(client, prepared, retries, as_json)
     from nodus_cli.cli.display import TerminalSink
 
-    record, outcome = client.execute(
-        workload, file=file, retries=retries, sink=TerminalSink(json_mode=as_json), launch=launch
-    )
+    done = client.execute(prepared, retries=retries, sink=TerminalSink(json_mode=as_json))
+    outcome = done.outcome
     if as_json:
         try:
-            doc = client.get(record.id).record().as_json(tasks=True)
+            doc = client.get(done.run_id).result(tasks=True).as_json(tasks=True)
         except UsageError:
-            doc = record.as_json()
+            doc = done.result.as_json()
         if outcome.unrecorded:
             doc.update(
                 status=str(outcome.status),
@@ -109,7 +104,7 @@ def _start(
             )
         emit_json({"version": 1, **doc})
     else:
-        text = f"run {record.id}: {outcome.status}"
+        text = f"run {done.run_id}: {outcome.status}"
         colour = "32" if outcome.status == "succeeded" else "31"
         if use_colour() and sys.stderr.isatty():
             text = f"\x1b[1;{colour}m{text}\x1b[0m"
@@ -117,21 +112,11 @@ def _start(
     return int(outcome.exit_code)
 
 
-def _detach(
-    client: Client,
-    workload: Workload,
-    file: str | None,
-    retries: int,
-    as_json: bool,
-    launch: object,
-) -> int:
+def _detach(client: Client, prepared: Prepared, retries: int, as_json: bool) -> int:
     """Hand the run to a background supervisor; return once its first task holds its
     place (so the GPUs it holds are visible to the next run) or it ended early."""
-    from nodus_cli.run.launcher import Launch
-
-    assert isinstance(launch, Launch)
-    run = client.submit(workload, file=file, retries=retries, handshake=True, launch=launch)
-    final = run.record()
+    run = client.submit(prepared, retries=retries, handshake=True)
+    final = run.result()
     first = final.stages[0] if final.stages else None
     never_started = not final.status.active and (first is None or first.started_at is None)
     if as_json:
@@ -163,9 +148,7 @@ def _detach(
 
 def execute_recorded(run_id: str, retries: int, catalog_path: str | None) -> int:
     """The background half of ``--detach`` and of the Python API's ``client.run()``."""
-    from nodus_cli.run.launcher import supervise
-
-    return supervise(run_id, retries, catalog_path)
+    return Client(catalog=catalog_path).supervise(run_id, retries)
 
 
 def _status(message: str) -> None:

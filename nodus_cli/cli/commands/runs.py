@@ -1,9 +1,9 @@
 """``nodus runs``, ``nodus logs`` and ``nodus stop``: living with runs.
 
-Each first lets :func:`nodus_cli.run.reconcile.reconcile` notice runs whose supervisor died
-(so no run is shown ``running`` with nobody running it). A damaged or unwritable records
-database still lets them show what is readable: ``runs`` opens it read-only, ``logs``
-finds a run's log by its id.
+Each first lets the client reconcile (:meth:`~nodus_cli.api.client.Client.reconcile`):
+runs whose supervisor died are noticed, so no run is shown ``running`` with nobody
+running it. A damaged or unwritable records database still lets them show what is
+readable: ``runs`` opens it read-only, ``logs`` finds a run's log by its id.
 
 The ``runs`` table fits a terminal's width (:class:`~nodus_cli.cli.output.Writer`): without
 ``--wide`` it shows the start without its year and a long run's stages as a summary, and
@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from nodus_cli.api import Client, RunResult, StageStatus
 from nodus_cli.cli.output import Writer, emit_json, stderr_line
 from nodus_cli.errors import UsageError
-from nodus_cli.records import LogLine, RunRecord, RunStore, StageStatus, StoreError
 from nodus_cli.text import money, safe
+
+if TYPE_CHECKING:
+    from nodus_cli.api import LogLine
 
 _COLOURS = {
     "succeeded": "green",
@@ -35,31 +37,28 @@ _COLOURS = {
 }
 
 
-def _store(catalog: str | None = None) -> RunStore:
-    from nodus_cli.run.reconcile import reconcile
-
-    store = RunStore.open()
-    for found in reconcile(store, catalog):
+def _client() -> Client:
+    """A client whose first act is to notice runs whose supervisor died (and say so)."""
+    client = Client()
+    for found in client.reconcile():
         stderr_line(f"nodus: {safe(found)}")
-    return store
+    return client
 
 
 # -- nodus runs ----------------------------------------------------------------------------
 
 
 def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool = False) -> int:
-    store = _store()
+    client = _client()
     if run_id is not None:
-        return _show_run(store, run_id, as_json, wide)
-    found = store.list_runs(limit)
-    now = {r.id: d for r in found if r.status.active and (d := _describe(store, r))}
+        return _show_run(client.get(run_id).result(tasks=True), as_json, wide)
+    found = client.runs(limit)
     if as_json:
-        docs = [r.as_json() | ({"cluster": now[r.id]} if r.id in now else {}) for r in found]
-        emit_json({"version": 1, "runs": docs})
+        emit_json({"version": 1, "runs": [r.as_json() for r in found]})
         return 0
     out = Writer(wide=wide)
     if not found:
-        out.line(f"no runs recorded yet (records in {store.root})")
+        out.line(f"no runs recorded yet (records in {client.home_folder})")
         out.flush()
         return 0
     show_target = wide or {r.target for r in found} != {"local"}
@@ -68,8 +67,8 @@ def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool =
     rows = []
     for r in found:
         stages = _stages_text(r, wide)
-        if r.id in now and wide:
-            stages += f" (now: {safe(now[r.id])})"
+        if r.now is not None and wide:
+            stages += f" (now: {safe(r.now)})"
         rows.append(
             [
                 r.id,
@@ -100,7 +99,7 @@ def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool =
     return 0
 
 
-def _stages_text(r: RunRecord, wide: bool) -> str:
+def _stages_text(r: RunResult, wide: bool) -> str:
     if wide or len(r.stages) <= 2:
         parts = [f"{s.name}:{s.status}" for s in r.stages]
     else:
@@ -110,7 +109,7 @@ def _stages_text(r: RunRecord, wide: bool) -> str:
         if current is not None:
             parts.append(f"{current.name}:{current.status}")
     text = " ".join(parts)
-    items = [s.task_counts for s in r.stages if s.task_counts]
+    items = [s.items for s in r.stages if s.items]
     if items:
         total = sum(sum(c.values()) for c in items)
         ok = sum(c.get("succeeded", 0) for c in items)
@@ -118,22 +117,7 @@ def _stages_text(r: RunRecord, wide: bool) -> str:
     return text
 
 
-def _describe(store: RunStore, record: RunRecord) -> str | None:
-    from nodus_cli import targets
-    from nodus_cli.errors import NodusError
-
-    try:
-        target = targets.get(record.target, store)
-        try:
-            return target.describe(record)
-        finally:
-            target.close()
-    except NodusError:
-        return None
-
-
-def _show_run(store: RunStore, run_id: str, as_json: bool, wide: bool = False) -> int:
-    record = store.get(run_id, tasks=True)
+def _show_run(record: RunResult, as_json: bool, wide: bool = False) -> int:
     if as_json:
         emit_json({"version": 1, **record.as_json(tasks=True)})
         return 0
@@ -154,7 +138,7 @@ def _show_run(store: RunStore, run_id: str, as_json: bool, wide: bool = False) -
     for s in record.stages:
         out.line()
         where = f" on {s.node}" if s.node else ""
-        gpus = f", GPUs {', '.join(s.gpu_uuids)}" if s.gpu_uuids else ""
+        gpus = f", GPUs {', '.join(s.gpus)}" if s.gpus else ""
         took = f", {s.runtime_seconds:.1f}s" if s.runtime_seconds is not None else ""
         code = f" (exit {s.exit_code})" if s.exit_code is not None else ""
         out.line(
@@ -200,35 +184,22 @@ def show_logs(
 ) -> int:
     if tail is not None and tail < 0:
         raise UsageError(f"--tail must be 0 or more, not {tail}")
-    try:
-        store = _store()
-        record = store.get(run_id) if run_id else store.newest()
-    except StoreError as exc:
-        return _logs_without_records(exc, run_id, as_json, stage, item, tail)
-    if stage is not None and stage not in {s.name for s in record.stages}:
-        names = ", ".join(s.name for s in record.stages)
-        raise UsageError(f"run {record.id} has no stage {stage!r} (its stages: {names})")
-    lines, offset = store.read_log(record.id)
-    shown = _filter(lines, stage, item)
+    view = Client().logs(run_id)
+    for found in view.found:
+        stderr_line(f"nodus: {safe(found)}")
+    if view.warning is not None:
+        stderr_line(f"nodus: warning: {safe(view.warning)}")
+    if stage is not None and view.stages and stage not in view.stages:
+        names = ", ".join(view.stages)
+        raise UsageError(f"run {view.run_id} has no stage {stage!r} (its stages: {names})")
+    shown = _filter(view.lines, stage, item)
     if tail is not None:
         shown = shown[-tail:] if tail else []
     _print(shown, as_json)
-    if not follow:
-        return 0
-    from nodus_cli.run.reconcile import reconcile
-
-    checked = time.monotonic()
-    while True:
-        fresh, offset = store.read_log(record.id, offset)
-        _print(_filter(fresh, stage, item), as_json)
-        if not store.get(record.id).status.active:
-            fresh, offset = store.read_log(record.id, offset)
+    if follow:
+        for fresh in view.follow():
             _print(_filter(fresh, stage, item), as_json)
-            return 0
-        if time.monotonic() - checked > 2.0:
-            checked = time.monotonic()
-            reconcile(store)
-        time.sleep(0.2)
+    return 0
 
 
 def _filter(lines: list[LogLine], stage: str | None, item: int | None) -> list[LogLine]:
@@ -259,44 +230,19 @@ def _human(line: LogLine) -> str:
     return f"{prefix} | {line.text}"
 
 
-def _logs_without_records(
-    error: StoreError,
-    run_id: str | None,
-    as_json: bool,
-    stage: str | None,
-    item: int | None,
-    tail: int | None,
-) -> int:
-    """The records cannot be read: a run's log file still can."""
-    from nodus_cli import config
-
-    store = RunStore(config.home(), read_only=True)  # reads log files, not the database
-    ids = store.log_ids()
-    chosen = [i for i in ids if run_id is None or i.startswith(run_id)]
-    if not chosen:
-        raise error
-    stderr_line(f"nodus: warning: {safe(error.message)}; showing the log file alone")
-    lines, _ = store.read_log(chosen[0])
-    shown = _filter(lines, stage, item)
-    if tail is not None:
-        shown = shown[-tail:] if tail else []
-    _print(shown, as_json)
-    return 0
-
-
 # -- nodus stop ------------------------------------------------------------------------
 
 
 def stop_runs(run_ids: list[str], as_json: bool) -> int:
-    from nodus_cli.run.reconcile import Stopped, stop
+    from nodus_cli.api import Stopped
 
-    store = RunStore.open()
+    client = Client()
     results: list[dict[str, Any]] = []
     unknown = False
     stopped = False
     for run_id in run_ids:
         try:
-            result = stop(store, run_id)
+            result = client.stop_run(run_id)
         except UsageError as exc:
             unknown = True
             results.append({"id": run_id, "result": "unknown", "message": exc.message})

@@ -1,30 +1,30 @@
 """``nodus spend``: today's and this month's spend (UTC) against the spending limits.
 
-The figures are :mod:`nodus_cli.run.spending`'s; this module only shows them. Runs whose
-supervisor died are first recorded as such (:func:`nodus_cli.run.reconcile.reconcile`), so a
-run counted as running is one that is.
+The figures are the client's (:meth:`~nodus_cli.api.client.Client.spend`); this module
+only shows them. Runs whose supervisor died are first recorded as such, so a run counted
+as running is one that is.
 """
 
 from __future__ import annotations
 
-import sys
+from typing import TYPE_CHECKING
 
-from nodus_cli.cli.output import Writer, emit_json
-from nodus_cli.records import RunStore
-from nodus_cli.run.spending import GroupSpend, PeriodSpend, Report, report
+from nodus_cli.api import Client
+from nodus_cli.cli.output import Writer, emit_json, stderr_line
 from nodus_cli.text import clipped, money, safe
+
+if TYPE_CHECKING:
+    from nodus_cli.api import GroupSpend, PeriodSpend, Report
 
 #: Names longer than this are clipped in the table (80 columns).
 _NAME = 28
 
 
 def run(as_json: bool) -> int:
-    from nodus_cli.run.reconcile import reconcile
-
-    store = RunStore.open()
-    for note in reconcile(store):
-        print(f"nodus: {safe(note)}", file=sys.stderr, flush=True)
-    found = report(store)
+    client = Client()
+    for note in client.reconcile():
+        stderr_line(f"nodus: {safe(note)}")
+    found = client.spend()
     if as_json:
         emit_json(found.as_json())
         return 0

@@ -5,8 +5,7 @@ tasks hold (by UUID) every ``NODUS_GPU_SAMPLE_SECONDS`` (default 2 s) and keeps 
 peaks, so the summary can say which GPUs were used and warn about those that stayed idle.
 One thread and one call per interval serve every task of the process.
 
-A GPU counts as used when its utilization went above 1 % in any sample, or when its
-memory in use rose by at least 256 MiB over what it held when the stage started.
+What counts as used is :mod:`nodus_cli.targets.usage`'s rule, which the report carries.
 Readings the driver cannot give (``[N/A]``, e.g. under MIG) are not counted as samples.
 """
 
@@ -17,62 +16,10 @@ import shutil
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
-IDLE_UTILIZATION = 1.0  # percent: at or below this for the whole stage counts as unused
-MEMORY_USE_MIB = 256.0  # memory in use must rise by this much to count as use
+from nodus_cli.targets.usage import GpuPeak, UsageReport
+
 DEFAULT_INTERVAL = 2.0
-
-
-@dataclass(slots=True)
-class GpuPeak:
-    uuid: str
-    samples: int = 0
-    max_utilization: float = 0.0
-    max_memory_used_mib: float = 0.0
-    baseline_memory_mib: float | None = None
-
-    @property
-    def used(self) -> bool:
-        if self.max_utilization > IDLE_UTILIZATION:
-            return True
-        base = self.baseline_memory_mib
-        return base is not None and self.max_memory_used_mib - base >= MEMORY_USE_MIB
-
-
-@dataclass(slots=True)
-class UsageReport:
-    gpus: list[GpuPeak] = field(default_factory=list)
-    available: bool = True
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "sampled": self.available,
-            "gpus": [
-                {
-                    "uuid": g.uuid,
-                    "samples": g.samples,
-                    "max_utilization": g.max_utilization,
-                    "max_memory_used_mib": g.max_memory_used_mib,
-                    "used": g.used,
-                }
-                for g in self.gpus
-            ],
-        }
-
-    @property
-    def used(self) -> list[str]:
-        return [g.uuid for g in self.gpus if g.used]
-
-    @property
-    def idle(self) -> list[str]:
-        """GPUs sampled at least once that never showed use."""
-        return [g.uuid for g in self.gpus if g.samples and not g.used]
-
-    @property
-    def unsampled(self) -> list[str]:
-        return [g.uuid for g in self.gpus if not g.samples]
 
 
 def interval_from_env() -> float:

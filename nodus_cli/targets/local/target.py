@@ -46,15 +46,16 @@ from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
     Preparation,
+    Pulls,
     Started,
     Target,
     TargetFailure,
-    TargetName,
     Task,
     TaskContext,
     TaskEnd,
     TaskState,
     WorkDir,
+    plain_pulls,
 )
 from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.containers import (
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
     from nodus_cli.planning.planner import Plan, StagePlan
     from nodus_cli.records import RunRecord
-    from nodus_cli.targets.local.gpu_usage import UsageReport
+    from nodus_cli.targets.usage import UsageReport
     from nodus_cli.workload import Stage, Workload
 
 #: How long a retry waits for a restarting engine to answer again.
@@ -93,7 +94,7 @@ class _Holding:
 
 
 class LocalTarget(Target):
-    name: ClassVar[TargetName] = TargetName.LOCAL
+    name: ClassVar[str] = "local"
     description: ClassVar[str] = "this machine"
     price_hint: ClassVar[str] = (
         "set price_per_hour under [local] in the nodus configuration file, "
@@ -102,7 +103,6 @@ class LocalTarget(Target):
 
     def __init__(self, store: Any, catalog: str | None = None) -> None:
         super().__init__(store, catalog)
-        self.interactive = False  # show image pulls with a progress bar
         self._engine: engine.Engine | None = None
         self._gpus: list[machine.LocalGpu] | None = None
         self._plan: Plan | None = None
@@ -152,7 +152,7 @@ class LocalTarget(Target):
             )
         self._check_gpus_free(workload)
         for image in dict.fromkeys(s.image for s in workload.stages):
-            ensure_image(eng, image, progress=self.interactive)
+            ensure_image(eng, image, self.pulls)
         return Preparation(price_per_hour=config.local().price_per_hour)
 
     def docker(self) -> engine.Engine:
@@ -332,7 +332,7 @@ class LocalTarget(Target):
             report = sampler.report()
             if task.item is None:  # a fan-out stage's driver sums its tasks' use up
                 self._report_usage(task, ctx, report)
-            return TaskEnd(end.state, end.exit_code, end.message, report.as_json())
+            return TaskEnd(end.state, end.exit_code, end.message, gpu_use=report)
         finally:
             with self._lock:
                 self._containers.pop(task.key, None)
@@ -815,8 +815,8 @@ def gpu_lock() -> Iterator[None]:
 # -- images ------------------------------------------------------------------------------
 
 
-def ensure_image(eng: engine.Engine, image: str, progress: bool = True) -> None:
-    """Pull ``image`` when the engine does not have it, showing progress on a terminal.
+def ensure_image(eng: engine.Engine, image: str, pulls: Pulls = plain_pulls) -> None:
+    """Pull ``image`` when the engine does not have it, its progress shown by ``pulls``.
 
     A pull that fails, or that makes no progress for ``NODUS_PULL_TIMEOUT`` seconds
     (default 120), is one clear error: nothing has started yet.
@@ -830,10 +830,8 @@ def ensure_image(eng: engine.Engine, image: str, progress: bool = True) -> None:
         raise NodusError(f"cannot inspect image {image}: {exc}") from None
     idle = _pull_timeout()
     try:
-        from nodus_cli.cli.output import PullDisplay
-
-        with PullDisplay(image, progress) as display:
-            eng.pull(image, display.event, idle_timeout=idle)
+        with pulls(image) as shown:
+            eng.pull(image, shown.event, idle_timeout=idle)
         if not eng.image_present(image):
             raise engine.EngineError(404, "the engine reports the pull done but has no such image")
     except engine.EngineTimeout:

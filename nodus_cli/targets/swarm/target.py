@@ -28,6 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.planning.capabilities import Capabilities
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
@@ -35,7 +36,6 @@ from nodus_cli.targets.base import (
     Started,
     Target,
     TargetFailure,
-    TargetName,
     Task,
     TaskContext,
     TaskEnd,
@@ -86,8 +86,10 @@ class _Live:
 
 
 class SwarmTarget(Target):
-    name: ClassVar[TargetName] = TargetName.SWARM
+    name: ClassVar[str] = "swarm"
     description: ClassVar[str] = "the Swarm cluster"
+    #: Each node has its own folders: stages on two nodes do not share NODUS_WORK_DIR.
+    capabilities: ClassVar[Capabilities] = Capabilities(shared_work_dir=False)
     price_hint: ClassVar[str] = (
         "label the nodes nodus.price_per_hour=USD, or nodus.machine_id=ID for its catalog price"
     )
@@ -126,12 +128,9 @@ class SwarmTarget(Target):
         return tuple(n.as_offer() for n in self._usable())
 
     def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
-        from nodus_cli.planning.planner import Candidate, plan_workload
+        from nodus_cli.planning.planner import Candidate
 
-        plan = plan_workload(workload, self.offers(workload), target=self.name, history=history)
-        unpriced = self.unpriced_budget(workload, plan)
-        if unpriced is not None:
-            plan.notes.append(unpriced)
+        plan = super().plan(workload, history)
         nodes = self._all_nodes()
         for sp, stage in zip(plan.stages, workload.stages, strict=True):
             if not sp.feasible and not sp.nearest:

@@ -239,7 +239,7 @@ def test_a_stalled_pull_is_a_clear_error_within_its_bound(machine: pytest.Monkey
         machine.setenv("NODUS_PULL_TIMEOUT", "0.5")
         started = time.monotonic()
         with pytest.raises(NodusError) as caught:
-            ensure_image(engine.Engine(fake.host), "localhost:5000/team/img:2", False)
+            ensure_image(engine.Engine(fake.host), "localhost:5000/team/img:2")
         assert time.monotonic() - started < 5
         assert "cannot get image localhost:5000/team/img:2" in caught.value.message
         assert "made no progress pulling it for 0.5 s" in caught.value.message
@@ -253,7 +253,7 @@ def test_a_failed_pull_says_why(machine: pytest.MonkeyPatch) -> None:
         fake.route("GET", API + "/images/.*/json", reply(404, {"message": "No such image"}))
         fake.route("POST", API + "/images/create", chunked(events, "application/json"))
         with pytest.raises(NodusError, match="cannot get image private/img:1: denied"):
-            ensure_image(engine.Engine(fake.host), "private/img:1", False)
+            ensure_image(engine.Engine(fake.host), "private/img:1")
 
 
 def test_an_unreachable_engine_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
