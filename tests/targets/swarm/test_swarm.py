@@ -33,7 +33,8 @@ from nodus_cli.targets import swarm
 from nodus_cli.targets.base import Task
 from nodus_cli.targets.docker.containers import spec_for
 from nodus_cli.targets.swarm import nodes as swarm_nodes
-from nodus_cli.targets.swarm.services import WorkMount, constraints_for
+from nodus_cli.targets.swarm.placement import constraints_for
+from nodus_cli.targets.swarm.services import WorkMount
 from nodus_cli.workload import Requirements, Stage
 
 SPEC_NODE_KEYS = {
@@ -479,6 +480,24 @@ def test_plan_and_prepare_say_what_works_differently_on_swarm(tmp_path: Path) ->
     assert prepared.price_per_hour == plan.stages[0].selected.offer.price_per_hour  # type: ignore[union-attr]
 
 
+def test_stages_on_two_nodes_are_told_they_share_no_folder(tmp_path: Path) -> None:
+    from nodus_cli.targets.swarm import notes
+
+    api = FakeApi([raw_node("a", "gpu-a", "H100", 4), raw_node("b", "gpu-b", "A100", 4)], [])
+    first = Stage("first", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1))
+    second = Stage("second", IMAGE, None, {}, Requirements(gpu="A100", gpu_count=1))
+    plan = _target(api, tmp_path).plan(_workload(first, second), no_history)
+    assert [sp.selected.offer.machine_id for sp in plan.stages if sp.selected] == [
+        "gpu-a",
+        "gpu-b",
+    ]
+    # The planner writes this note for now; notes.SEPARATE_NODES is its text.
+    assert notes.SEPARATE_NODES in plan.notes
+    again = Stage("again", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1))
+    one = _target(api, tmp_path).plan(_workload(first, again), no_history)
+    assert notes.SEPARATE_NODES not in one.notes
+
+
 def test_a_stage_no_node_can_run_is_refused_with_the_unusable_nodes(tmp_path: Path) -> None:
     drained = raw_node("b", "gpu-b", "A100", 8)
     drained["Spec"]["Availability"] = "drain"
@@ -603,14 +622,14 @@ def test_pending_on_a_node_that_is_down_or_drained() -> None:
 # -- a task's end (without a cluster) ------------------------------------------------------
 
 
-def test_how_a_task_ended_from_its_last_status(tmp_path: Path) -> None:
+def test_how_a_task_ended_from_its_last_status() -> None:
     from nodus_cli.targets.base import TaskEnd, TaskState
-    from nodus_cli.targets.swarm import target as following
+    from nodus_cli.targets.swarm import following
 
     stage = Stage("s", IMAGE, None, {}, Requirements(cpu=0.5, memory_gb=0.25))
     task = Task("r1", "wl", stage, 0, stage.env)
     node = _node(hostname="gpu-a")
-    ended = _target(FakeApi([], []), tmp_path)._ended
+    ended = following.ended
 
     def end(
         state: str, code: int | None, err: str | None = None, stopping: bool = False
@@ -618,7 +637,7 @@ def test_how_a_task_ended_from_its_last_status(tmp_path: Path) -> None:
         status: dict[str, Any] = {"State": state, "Err": err}
         if code is not None:
             status["ContainerStatus"] = {"ExitCode": code}
-        return ended(task, following._Live(stopping=stopping), state, status, err, node)
+        return ended(task, following.Live(stopping=stopping), state, status, err, node)
 
     assert end("complete", 0) == TaskEnd(TaskState.EXITED, 0)
     assert end("complete", None) == TaskEnd(TaskState.EXITED, 0)
@@ -639,8 +658,9 @@ def test_how_a_task_ended_from_its_last_status(tmp_path: Path) -> None:
     assert end("failed", 137, stopping=True) == TaskEnd(TaskState.STOPPED, 137, "stopped by nodus")
 
 
-def test_a_started_fan_out_task_pays_its_share_of_the_node(tmp_path: Path) -> None:
+def test_a_started_fan_out_task_pays_its_share_of_the_node() -> None:
     from nodus_cli.targets.base import Item
+    from nodus_cli.targets.swarm.following import started
 
     stage = Stage("s", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=2), map=None)
     node = _node(gpus=8, price_per_hour=80.0)
@@ -651,7 +671,6 @@ def test_a_started_fan_out_task_pays_its_share_of_the_node(tmp_path: Path) -> No
             {"DiscreteResourceSpec": {"Kind": "NVIDIA-GPU", "Value": 1}},
         ]
     }
-    started = _target(FakeApi([], []), tmp_path)._started
     whole = started(Task("r1", "wl", stage, 0, stage.env), doc, node)
     assert (whole.devices, whole.node, whole.price_per_hour) == (("GPU-1",), "gpu-1", 80.0)
     assert whole.config == node.as_offer().as_json()
