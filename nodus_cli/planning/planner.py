@@ -67,6 +67,14 @@ CHECKS = (
     "budget",
 )
 
+#: A plan's note where stages land on different machines of a place whose machines do
+#: not share a work folder (``Capabilities.shared_work_dir`` False).
+SEPARATE_WORK_DIRS = (
+    "stages are placed on different nodes, so they cannot share a local "
+    "NODUS_WORK_DIR: each stage gets its own empty directory; pass data "
+    "through storage both nodes can reach"
+)
+
 BASIS_PRICE = "hourly_price"
 BASIS_RUNTIME = "runtime_estimate"
 
@@ -427,11 +435,7 @@ def plan_workload(
     if not caps.shared_work_dir:
         hosts = {p.selected.offer.machine_id for p in stage_plans if p.selected}
         if len(hosts) > 1 and len(stage_plans) > 1:
-            plan.notes.append(
-                "stages are placed on different nodes, so they cannot share a local "
-                "NODUS_WORK_DIR: each stage gets its own empty directory; pass data "
-                "through storage both nodes can reach"
-            )
+            plan.notes.append(SEPARATE_WORK_DIRS)
     return plan
 
 

@@ -5,6 +5,7 @@ older than Docker 24 a one-replica service that never restarts: see :func:`job_m
 A stage's task is pinned to the node the plan chose; a fan-out stage's tasks are not
 pinned: Swarm's own scheduler spreads them over the nodes that can run them (GPU generic
 resources reserved, the other nodes excluded by constraints), nodus does not schedule.
+The constraints that say so come from :mod:`.placement`; the body here carries them.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nodus_cli.targets.docker.containers import LABEL_RUN, WORK_DIR_IN_CONTAINER, ContainerSpec
-from nodus_cli.targets.swarm.api import GPU_KIND, LABEL_GPU, LABEL_GPU_MEMORY
+from nodus_cli.targets.swarm.api import GPU_KIND
 from nodus_cli.targets.swarm.nodes import Node
 
 if TYPE_CHECKING:
@@ -45,17 +46,9 @@ def shared_folder(run_id: str) -> str:
     return f"/tmp/nodus-work-{run_id}"
 
 
-def constraints_for(spec: ContainerSpec, node: Node | None, excluded: list[Node]) -> list[str]:
-    """Pinned to ``node``; or, unpinned, never on the ``excluded`` nodes."""
-    found: list[str] = []
-    if node is not None:
-        found.append(f"node.id=={node.id}")
-        if spec.gpu_count:
-            found.append(f"node.labels.{LABEL_GPU}=={node.labels.get(LABEL_GPU, node.gpu)}")
-            if LABEL_GPU_MEMORY in node.labels:
-                found.append(f"node.labels.{LABEL_GPU_MEMORY}=={node.labels[LABEL_GPU_MEMORY]}")
-    found.extend(f"node.id!={n.id}" for n in excluded)
-    return found
+def shared_folder_inside(run_id: str) -> str:
+    """:func:`shared_folder` as the housekeeping task sees it (the node's /tmp at HOST_TMP)."""
+    return f"{HOST_TMP}/{shared_folder(run_id).rpartition('/')[2]}"
 
 
 def service_args(
@@ -110,11 +103,7 @@ def service_args(
             restart_policy=types.RestartPolicy("none"),
             placement=types.Placement(constraints=constraints),
         ),
-        "Mode": (
-            types.ServiceMode("replicated-job", replicas=1, concurrency=1)
-            if job
-            else types.ServiceMode("replicated", replicas=1)
-        ),
+        "Mode": _mode(job),
         "EndpointSpec": None,
     }
     if spec.ports:
@@ -155,13 +144,19 @@ def housekeeping_args(
             restart_policy=types.RestartPolicy("none"),
             placement=types.Placement(constraints=[f"node.id=={node.id}"]),
         ),
-        "Mode": (
-            types.ServiceMode("replicated-job", replicas=1, concurrency=1)
-            if job
-            else types.ServiceMode("replicated", replicas=1)
-        ),
+        "Mode": _mode(job),
         "EndpointSpec": None,
     }
+
+
+def _mode(job: bool) -> types.ServiceMode:
+    """A service that runs its one task once: a replicated job, or (``job`` false) one
+    replica that never restarts."""
+    from docker import types
+
+    if job:
+        return types.ServiceMode("replicated-job", replicas=1, concurrency=1)
+    return types.ServiceMode("replicated", replicas=1)
 
 
 def job_mode(nodes: list[Node]) -> bool:

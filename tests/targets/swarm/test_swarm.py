@@ -27,13 +27,14 @@ from swarm_support import (  # noqa: F401 - fixtures
 )
 
 from nodus_cli.errors import NotRunnable
-from nodus_cli.planning.planner import no_history
+from nodus_cli.planning.planner import SEPARATE_WORK_DIRS, no_history
 from nodus_cli.records import RunStore
 from nodus_cli.targets import swarm
 from nodus_cli.targets.base import Task
 from nodus_cli.targets.docker.containers import spec_for
 from nodus_cli.targets.swarm import nodes as swarm_nodes
-from nodus_cli.targets.swarm.services import WorkMount, constraints_for
+from nodus_cli.targets.swarm.placement import constraints_for
+from nodus_cli.targets.swarm.services import WorkMount
 from nodus_cli.workload import Requirements, Stage
 
 SPEC_NODE_KEYS = {
@@ -406,6 +407,285 @@ def test_job_mode_follows_the_engine_version(monkeypatch: pytest.MonkeyPatch) ->
     assert not swarm.job_mode([_node(engine_version="26.1.4"), _node(engine_version="23.0.1")])
     monkeypatch.setenv("NODUS_SWARM_MODE", "replicated-job")
     assert swarm.job_mode([_node(engine_version="20.10.24")])
+
+
+# -- what the plan and prepare say (without a cluster) -------------------------------------
+
+
+def _workload(*stages: Stage, output_dir: str | None = None) -> Any:
+    from nodus_cli.workload import Workload
+
+    return Workload(
+        "w",
+        IMAGE,
+        None,
+        {},
+        None,
+        None,
+        stages[0].requirements,
+        list(stages),
+        output_dir=output_dir,
+    )
+
+
+def test_plan_and_prepare_say_what_works_differently_on_swarm(tmp_path: Path) -> None:
+    from nodus_cli.workload import MapSpec, Mount, Port
+
+    stage = Stage(
+        "main",
+        IMAGE,
+        None,
+        {},
+        Requirements(gpu="H100", gpu_count=1),
+        mounts=(Mount("/data", "/in"), Mount("/data", "/again"), Mount("cache", "/cache")),
+        ports=(Port(80, 8080), Port(53, 5353, "udp")),
+        map=MapSpec(("a", "b")),
+    )
+    work = _workload(stage, output_dir="out")
+    api = FakeApi([raw_node("a", "gpu-a", "H100", 4), raw_node("b", "gpu-b", "H100", 0)], [])
+    target = _target(api, tmp_path)
+    plan = target.plan(work, no_history)
+    notes = plan.stages[0].notes
+    assert (
+        "mounts: the host path(s) /data must exist on the node that runs the stage (Swarm "
+        "does not create them)" in notes
+    )
+    assert (
+        "ports 8080->80/tcp, 5353->53/udp: published through the routing mesh, on every "
+        "node's address" in notes
+    )
+    assert (
+        "fan-out: Swarm spreads the tasks over every node that can run them; each task gets "
+        "an empty work folder of its own" in notes
+    )
+    declared = (
+        "node gpu-b: labelled nodus.gpu=H100 but it declares no NVIDIA-GPU generic resources "
+        "(dockerd's node-generic-resources): no GPU can be reserved on it; see "
+        "`nodus swarm init-node`"
+    )
+    output_note = (
+        "output_dir: on Swarm the work folder lives on the node that ran the stage and is "
+        "removed there after the run; nodus cannot copy it back (write results to storage "
+        "the nodes share, e.g. a mount)"
+    )
+    assert plan.notes[-2:] == [output_note, f"warning: {declared}"]
+    prepared = target.prepare(work, plan)
+    assert prepared.warnings == (
+        declared,
+        "output_dir is not copied back on Swarm: the work folder lives on the node that ran "
+        "the stage and is removed there after the run; write results to storage the nodes "
+        "share",
+    )
+    assert prepared.notes == tuple(plan.notes)
+    assert prepared.price_per_hour == plan.stages[0].selected.offer.price_per_hour  # type: ignore[union-attr]
+
+
+def test_stages_on_two_nodes_are_told_they_share_no_folder(tmp_path: Path) -> None:
+
+    api = FakeApi([raw_node("a", "gpu-a", "H100", 4), raw_node("b", "gpu-b", "A100", 4)], [])
+    first = Stage("first", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1))
+    second = Stage("second", IMAGE, None, {}, Requirements(gpu="A100", gpu_count=1))
+    plan = _target(api, tmp_path).plan(_workload(first, second), no_history)
+    assert [sp.selected.offer.machine_id for sp in plan.stages if sp.selected] == [
+        "gpu-a",
+        "gpu-b",
+    ]
+    # The target declares that its nodes do not share a work folder; the planner says so.
+    assert SEPARATE_WORK_DIRS in plan.notes
+    again = Stage("again", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1))
+    one = _target(api, tmp_path).plan(_workload(first, again), no_history)
+    assert SEPARATE_WORK_DIRS not in one.notes
+
+
+def test_a_stage_no_node_can_run_is_refused_with_the_unusable_nodes(tmp_path: Path) -> None:
+    drained = raw_node("b", "gpu-b", "A100", 8)
+    drained["Spec"]["Availability"] = "drain"
+    api = FakeApi([raw_node("a", "gpu-a", "H100", 4), drained], [])
+    target = _target(api, tmp_path)
+    work = _workload(Stage("main", IMAGE, None, {}, Requirements(gpu="A100", gpu_count=1)))
+    plan = target.plan(work, no_history)
+    (sp,) = plan.stages
+    assert not sp.feasible
+    assert [c.offer.machine_id for c in sp.nearest] == ["gpu-b", "gpu-a"]
+    assert (
+        "the cluster holds: gpu-b (8× A100 80 GB, 8 CPUs, 64 GB, ready/drain); "
+        "gpu-a (4× H100 80 GB, 8 CPUs, 64 GB)" in sp.notes
+    )
+    with pytest.raises(NotRunnable) as caught:
+        target.prepare(work, plan)
+    message = str(caught.value)
+    assert message.startswith("no node of the cluster can run stage 'main': ")
+    assert "configuration" not in message
+    assert message.endswith("\n  node gpu-b is ready/drain")
+    assert caught.value.hint == "`nodus nodes` shows what each node holds"
+
+
+def test_capacity_is_what_the_eligible_nodes_hold(tmp_path: Path) -> None:
+    api = FakeApi(
+        [
+            raw_node("a", "gpu-a", "H100", 8),
+            raw_node("b", "gpu-b", "H100", 4),
+            raw_node("c", "gpu-c", "A100", 8),
+        ],
+        [],
+    )
+    target = _target(api, tmp_path)
+    gpu = Stage("g", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=3), map=None)
+    cpu = Stage("c", IMAGE, None, {}, Requirements(cpu=3))
+    big = Stage("b", IMAGE, None, {}, Requirements(cpu=8, memory_gb=1))
+    plan = target.plan(_workload(gpu, cpu, big), no_history)
+    g, c, b = plan.stages
+    assert target.capacity(gpu, g) == 2 + 1  # 8 // 3 on gpu-a, 4 // 3 on gpu-b; not the A100s
+    assert target.capacity(cpu, c) == 3 * (8 // 3)
+    assert target.capacity(big, b) == 3
+
+
+# -- a pending task (without a cluster) ----------------------------------------------------
+
+
+def reserving(node_id: str, cpu: float = 0, memory_gb: float = 0) -> dict[str, Any]:
+    return {
+        "NodeID": node_id,
+        "Status": {"State": "running"},
+        "Spec": {
+            "Resources": {
+                "Reservations": {"NanoCPUs": int(cpu * 1e9), "MemoryBytes": int(memory_gb * 2**30)}
+            }
+        },
+    }
+
+
+def pending(api: FakeApi, node_id: str | None, req: Requirements, err: str | None = None) -> str:
+    import tempfile
+
+    stage = Stage("train", IMAGE, None, {}, req)
+    nodes = swarm.list_nodes(api)  # type: ignore[arg-type]
+    node = next((n for n in nodes if n.id == node_id), None) if node_id else None
+    if node_id and node is None:
+        node = _node(id=node_id, hostname="gone")
+    target = _target(api, Path(tempfile.mkdtemp()))
+    return target.explain_pending(stage, node, err)
+
+
+HEAD = "stage train: submitted, none running"
+TAIL = " It starts when they are released; Ctrl-C to give up."
+
+
+def test_pending_explanations_word_for_word() -> None:
+    nodes = [raw_node("a", "gpu-a", "H100", 8), raw_node("b", "gpu-b", "H100", 4)]
+    api = FakeApi(nodes, [gpu_task("a", 7), gpu_task("b", 2), reserving("a", 6, 40)])
+    h100 = Requirements(gpu="H100", gpu_count=1, cpu=1)
+    assert pending(api, None, h100) == (
+        f"{HEAD}: every node that can run it is busy (3 matching GPUs free now); tasks start "
+        "as others finish." + TAIL
+    )
+    assert pending(api, None, Requirements(cpu=1), "no suitable node") == (
+        f"{HEAD} (Swarm: no suitable node): waiting for Swarm to place it." + TAIL
+    )
+    assert pending(api, "zz", h100) == f"{HEAD}: node gone has left the cluster"
+    assert pending(api, "a", Requirements(gpu="H100", gpu_count=9, cpu=1)) == (
+        f"{HEAD}: it reserves 9 NVIDIA-GPU and node gpu-a declares 8 NVIDIA-GPU generic "
+        "resources (dockerd's node-generic-resources); it cannot start there until the node "
+        "declares its GPUs (`nodus swarm init-node`). Ctrl-C to give up."
+    )
+    assert pending(api, "a", Requirements(gpu="H100", gpu_count=2, cpu=1)) == (
+        f"{HEAD}: it needs 2 free H100 GPUs and no node has them now; the largest matching "
+        "capacity is 2 free of 4 on gpu-b (the rest are reserved by other tasks)." + TAIL
+    )
+    assert pending(api, "a", Requirements(cpu=4)) == (
+        f"{HEAD}: it reserves 4 CPUs and gpu-a has 2 free now; the largest free is 8 on gpu-b."
+        + TAIL
+    )
+    assert pending(api, "a", Requirements(cpu=1, memory_gb=30)) == (
+        f"{HEAD}: it reserves 30 GB of memory and gpu-a has 24 GB free now; the largest free "
+        "is 64 GB on gpu-b." + TAIL
+    )
+    assert pending(api, "a", h100) == (
+        f"{HEAD}: waiting for Swarm to place it on gpu-a. Ctrl-C to give up."
+    )
+
+
+def test_pending_on_a_node_that_is_down_or_drained() -> None:
+    down = raw_node("a", "gpu-a", None, 0)
+    down["Status"]["State"] = "down"
+    drained = raw_node("b", "gpu-b", None, 0)
+    drained["Spec"]["Availability"] = "drain"
+    api = FakeApi([down, drained], [])
+    again = "; it runs when the node is ready and active again. Ctrl-C to give up."
+    assert pending(api, "a", Requirements(cpu=1)) == f"{HEAD}: node gpu-a is down" + again
+    assert pending(api, "b", Requirements(cpu=1)) == (
+        f"{HEAD}: node gpu-b is ready (drain)" + again
+    )
+
+
+# -- a task's end (without a cluster) ------------------------------------------------------
+
+
+def test_how_a_task_ended_from_its_last_status() -> None:
+    from nodus_cli.targets.base import TaskEnd, TaskState
+    from nodus_cli.targets.swarm import following
+
+    stage = Stage("s", IMAGE, None, {}, Requirements(cpu=0.5, memory_gb=0.25))
+    task = Task("r1", "wl", stage, 0, stage.env)
+    node = _node(hostname="gpu-a")
+    ended = following.ended
+
+    def end(
+        state: str, code: int | None, err: str | None = None, stopping: bool = False
+    ) -> TaskEnd:
+        status: dict[str, Any] = {"State": state, "Err": err}
+        if code is not None:
+            status["ContainerStatus"] = {"ExitCode": code}
+        return ended(task, following.Live(stopping=stopping), state, status, err, node)
+
+    assert end("complete", 0) == TaskEnd(TaskState.EXITED, 0)
+    assert end("complete", None) == TaskEnd(TaskState.EXITED, 0)
+    assert end("failed", 3, "task: non-zero exit (3)") == TaskEnd(
+        TaskState.EXITED, 3, "failed on node gpu-a: task: non-zero exit (3)"
+    )
+    assert end("failed", None) == TaskEnd(TaskState.EXITED, 1)
+    assert end("rejected", None, "no such image") == TaskEnd(
+        TaskState.INFRASTRUCTURE, 1, "task rejected on node gpu-a: no such image"
+    )
+    assert end("failed", 137) == TaskEnd(
+        TaskState.EXITED,
+        137,
+        "failed on node gpu-a: killed (exit 137, SIGKILL); Swarm does not report why: the "
+        "usual cause is its 0.25 GiB memory limit (which includes /dev/shm), so raise "
+        "memory_gb in [requirements] if it needs more, else it was killed from outside nodus",
+    )
+    assert end("failed", 137, stopping=True) == TaskEnd(TaskState.STOPPED, 137, "stopped by nodus")
+
+
+def test_a_started_fan_out_task_pays_its_share_of_the_node() -> None:
+    from nodus_cli.targets.base import Item
+    from nodus_cli.targets.swarm.following import started
+
+    stage = Stage("s", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=2), map=None)
+    node = _node(gpus=8, price_per_hour=80.0)
+    doc = {
+        "AssignedGenericResources": [
+            {"NamedResourceSpec": {"Kind": "NVIDIA-GPU", "Value": "GPU-1"}},
+            {"NamedResourceSpec": {"Kind": "other", "Value": "x"}},
+            {"DiscreteResourceSpec": {"Kind": "NVIDIA-GPU", "Value": 1}},
+        ]
+    }
+    whole = started(Task("r1", "wl", stage, 0, stage.env), doc, node)
+    assert (whole.devices, whole.node, whole.price_per_hour) == (("GPU-1",), "gpu-1", 80.0)
+    assert whole.config == node.as_offer().as_json()
+    item = Task("r1", "wl", stage, 0, stage.env, item=Item(0, "a", 4))
+    assert started(item, doc, node).price_per_hour == 20.0
+    cpu = Stage("c", IMAGE, None, {}, Requirements(cpu=5))
+    assert (
+        started(Task("r1", "wl", cpu, 0, cpu.env, item=Item(0, "a", 4)), doc, node).price_per_hour
+        == 80.0 / 6
+    )
+    legacy = started(
+        Task("r1", "wl", stage, 0, stage.env),
+        {"GenericResources": doc["AssignedGenericResources"]},
+        None,
+    )
+    assert (legacy.devices, legacy.node, legacy.price_per_hour) == (("GPU-1",), None, 0.0)
 
 
 # -- nodes ---------------------------------------------------------------------------------

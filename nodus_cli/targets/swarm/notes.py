@@ -1,0 +1,126 @@
+"""What the plan and prepare say about Swarm: what works differently there, what it
+cannot do, and why a stage cannot run.
+
+A workload written for this machine mostly runs on Swarm as it is, but not all of it
+means the same there, and the user should read that in the plan, before anything runs:
+
+- a bind mount's host path must exist on the node that runs the stage (Swarm does not
+  create it); published ports go through the routing mesh, on every node's address;
+- a fan-out stage's tasks are spread by Swarm, each with an empty work folder of its own,
+  and stages on different nodes cannot share one (the target declares that as a
+  capability, ``shared_work_dir=False``, and the planner says it:
+  :data:`nodus_cli.planning.planner.SEPARATE_WORK_DIRS`);
+- ``output_dir`` is not copied back: the work folder lives on the node that ran the stage
+  and is removed there after the run (the plan notes it, prepare warns);
+- ``share_gpu`` is refused: Swarm reserves whole GPUs (generic resources) per task;
+- a stage no node can run is refused, naming the nodes nodus cannot use and why.
+
+The fixed texts are constants and the rest small functions of the workload.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nodus_cli.errors import NotRunnable
+
+if TYPE_CHECKING:
+    from nodus_cli.planning.planner import StagePlan
+    from nodus_cli.targets.swarm.nodes import Node
+    from nodus_cli.workload import Stage, Workload
+
+__all__ = [
+    "FAN_OUT",
+    "OUTPUT_DIR",
+    "OUTPUT_DIR_WARNING",
+    "SHARE_GPU",
+    "cluster_holds",
+    "refuse_shared_gpus",
+    "run_notes",
+    "stage_notes",
+    "unplaceable",
+    "warnings",
+]
+
+SHARE_GPU = (
+    "share_gpu: Swarm reserves whole GPUs (generic resources), so tasks cannot "
+    "share one there; run this stage on the local target, or without share_gpu"
+)
+FAN_OUT = (
+    "fan-out: Swarm spreads the tasks over every node that can run them; each "
+    "task gets an empty work folder of its own"
+)
+OUTPUT_DIR = (
+    "output_dir: on Swarm the work folder lives on the node that ran the stage and "
+    "is removed there after the run; nodus cannot copy it back (write results to "
+    "storage the nodes share, e.g. a mount)"
+)
+OUTPUT_DIR_WARNING = (
+    "output_dir is not copied back on Swarm: the work folder lives on the node "
+    "that ran the stage and is removed there after the run; write results to "
+    "storage the nodes share"
+)
+
+
+def stage_notes(stage: Stage) -> list[str]:
+    """What the plan says of a stage on Swarm: shared GPUs, bind mounts, ports, fan-out."""
+    found: list[str] = []
+    if stage.requirements.share_gpu:
+        found.append(SHARE_GPU)
+    binds = [m for m in stage.mounts if m.type == "bind"]
+    if binds:
+        paths = ", ".join(dict.fromkeys(m.source for m in binds))
+        found.append(
+            f"mounts: the host path(s) {paths} must exist on the node that runs the "
+            "stage (Swarm does not create them)"
+        )
+    if stage.ports:
+        shown = ", ".join(f"{p.host}->{p.container}/{p.protocol}" for p in stage.ports)
+        found.append(f"ports {shown}: published through the routing mesh, on every node's address")
+    if stage.map is not None:
+        found.append(FAN_OUT)
+    return found
+
+
+def run_notes(workload: Workload) -> list[str]:
+    """What the plan says of the whole run on Swarm."""
+    return [OUTPUT_DIR] if workload.output_dir else []
+
+
+def warnings(workload: Workload) -> list[str]:
+    """What prepare warns of before the run starts (beside the nodes' own problems)."""
+    return [OUTPUT_DIR_WARNING] if workload.output_dir else []
+
+
+def cluster_holds(nodes: list[Node]) -> str:
+    """The note on a stage no node can run: what each node holds, in this order."""
+    return f"the cluster holds: {'; '.join(_holds(n) for n in nodes) or 'no node'}"
+
+
+def _holds(n: Node) -> str:
+    gpu = f"{n.gpus}× {n.gpu} {n.gpu_memory_gb or 0:g} GB, " if n.gpu and n.gpus else ""
+    state = "" if n.usable else f", {n.state}/{n.availability}"
+    return f"{n.key} ({gpu}{n.cpus:g} CPUs, {n.memory_gb:g} GB{state})"
+
+
+def unplaceable(plan: StagePlan, nodes: list[Node], problems: list[str]) -> NotRunnable:
+    """The refusal of a stage no node can run: the planner's reason, then every node
+    problem (``problems``) and every node that is not ready and active."""
+    unusable = [f"node {n.key} is {n.state}/{n.availability}" for n in nodes if not n.usable]
+    detail = "".join(f"\n  {line}" for line in problems + unusable)
+    return NotRunnable(
+        f"no node of the cluster can run stage {plan.name!r}: "
+        f"{(plan.explanation or 'no eligible node').replace('configuration', 'node')}" + detail,
+        hint="`nodus nodes` shows what each node holds",
+    )
+
+
+def refuse_shared_gpus(workload: Workload) -> None:
+    """Refuse a workload with a stage that shares GPUs by memory, which Swarm cannot do."""
+    for stage in workload.stages:
+        if stage.requirements.share_gpu:
+            raise NotRunnable(
+                f"stage {stage.name!r} shares GPUs by memory (share_gpu), which Swarm "
+                "cannot do: it reserves whole GPUs (generic resources) per task",
+                hint="run it with --target local, or remove share_gpu (one GPU per task)",
+            )
