@@ -218,11 +218,36 @@ def run(
             help="Copy the work folder's contents to DIR/RUN_ID after the run (output_dir).",
         ),
     ] = None,
+    priority: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            max=100,
+            help="Its place when it waits for GPUs held by other runs: 0 to 100, higher "
+            "first (default: the workload's priority, else 50).",
+        ),
+    ] = None,
+    no_wait: Annotated[
+        bool,
+        typer.Option(
+            "--no-wait", help="Refuse at once (exit 3) when its GPUs are held, never queue."
+        ),
+    ] = False,
+    wait_timeout: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DURATION",
+            help="Give up waiting for GPUs after this long (90s, 30m, 2h): exit 3.",
+        ),
+    ] = None,
     top: Annotated[int, typer.Option(help="Candidates shown per stage with --dry-run.")] = 5,
     wide: WideOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run the workload: each stage as a container with exactly the GPUs asked for."""
+    """Run the workload: each stage as a container with exactly the GPUs asked for.
+
+    When the GPUs it needs are held by other runs, it waits for them in line (queued),
+    unless --no-wait."""
     chosen = (target or PlanTarget("local")).value
     if dry_run:  # plans against the target `run` would use
         from nodus_cli.cli.commands import plan as planning
@@ -230,7 +255,10 @@ def run(
         raise typer.Exit(planning.run(file, chosen, catalog, top, as_json, wide, dry_run=True))
     from nodus_cli.cli.commands import run as command
 
-    raise typer.Exit(command.run(file, chosen, catalog, detach, retries, as_json, env, output))
+    waiting = command.Waiting(priority, not no_wait, wait_timeout)
+    raise typer.Exit(
+        command.run(file, chosen, catalog, detach, retries, as_json, env, output, waiting)
+    )
 
 
 @app.command()

@@ -18,6 +18,7 @@ from nodus_cli.records.store import (
     now_iso,
     open_store,
     process_alive,
+    process_start,
 )
 
 __all__ = [
@@ -39,5 +40,6 @@ __all__ = [
     "now_iso",
     "open_store",
     "process_alive",
+    "process_start",
     "runtime_lookup",
 ]

@@ -242,6 +242,13 @@ class Workload:
     declared_stages: bool = False
     #: Where the work directory's contents are copied after the run (absolute), or None.
     output_dir: str | None = None
+    #: Its place when it waits for GPUs: 0 to 100, higher first (``priority``).
+    priority: int = 50
+    #: Seconds it may wait for GPUs before it gives up (``wait_timeout``); None: no limit.
+    wait_timeout: float | None = None
+    #: False: refused at once when its GPUs are held (``--no-wait``, ``queue=False``),
+    #: never waiting in the queue. Not a file key: the caller decides.
+    queue: bool = True
 
     def as_json(self, env: bool = True) -> dict[str, Any]:
         """The normalized workload; ``env=False`` leaves out the environment.
@@ -258,10 +265,14 @@ class Workload:
                 "budget": self.budget,
                 "optimization": self.optimization,
                 "output_dir": self.output_dir,
+                "priority": self.priority,
+                "wait_timeout": self.wait_timeout,
                 "requirements": self.requirements.as_json(),
                 "stages": [s.as_json(env=env) for s in self.stages],
             }
         )
+        if env:  # the record's copy: how the caller asked it to wait, not a file key
+            doc["queue"] = self.queue
         return doc
 
     @property
@@ -302,6 +313,9 @@ def from_json(doc: dict[str, Any]) -> Workload:
         optimization=doc.get("optimization", "automatic"),
         declared_stages=len(doc["stages"]) != 1 or doc["stages"][0]["name"] != "main",
         output_dir=doc.get("output_dir"),
+        priority=int(doc.get("priority", 50)),
+        wait_timeout=doc.get("wait_timeout"),
+        queue=bool(doc.get("queue", True)),
     )
 
 

@@ -174,6 +174,8 @@ def test_json_shape_is_exactly_spec_3_1(nodus: Nodus, tmp_workload: Writer) -> N
         "budget": None,
         "optimization": "automatic",
         "output_dir": None,
+        "priority": 50,
+        "wait_timeout": None,
         "requirements": {
             "gpu": "H100",
             "gpu_count": 8,

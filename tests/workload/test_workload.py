@@ -826,6 +826,8 @@ def test_result_json_has_the_spec_shape() -> None:
         "budget",
         "optimization",
         "output_dir",
+        "priority",
+        "wait_timeout",
         "requirements",
         "stages",
     ]

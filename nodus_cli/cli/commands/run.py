@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nodus_cli.api.client import Client, Prepared
@@ -18,8 +18,18 @@ from nodus_cli.cli.output import PullDisplay, emit_json, use_colour
 from nodus_cli.errors import UsageError
 from nodus_cli.text import money, safe
 from nodus_cli.workload import Workload
+from nodus_cli.workload.duration import DURATION_HINT, parse_duration
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """``--priority``, ``--no-wait`` and ``--wait-timeout``: how the run waits for GPUs."""
+
+    priority: int | None = None
+    queue: bool = True
+    timeout: str | None = None
 
 
 def run(
@@ -31,13 +41,14 @@ def run(
     as_json: bool,
     env: list[str] | None = None,
     output: str | None = None,
+    waiting: Waiting | None = None,
 ) -> int:
     client = Client(target=target, catalog=catalog_path)
     checked = client.check(file)
     for problem in checked.warnings:
         _line(safe(problem.render(file)))
     assert checked.workload is not None
-    workload = with_overrides(checked.workload, env, output)
+    workload = with_overrides(checked.workload, env, output, waiting or Waiting())
     return _start(client, workload, file, detach, retries, as_json)
 
 
@@ -48,9 +59,15 @@ def rerun(run_id: str, detach: bool, retries: int, as_json: bool) -> int:
     return _start(client, workload, record.file, detach, retries, as_json)
 
 
-def with_overrides(workload: Workload, env: list[str] | None, output: str | None) -> Workload:
+def with_overrides(
+    workload: Workload,
+    env: list[str] | None,
+    output: str | None,
+    waiting: Waiting | None = None,
+) -> Workload:
     """``--env NAME`` (the host's value, resolved when the run starts, never stored),
-    ``--env NAME=VALUE`` (a literal) and ``--output DIR`` applied to the workload."""
+    ``--env NAME=VALUE`` (a literal), ``--output DIR`` and how it waits for GPUs applied
+    to the workload."""
     extra: dict[str, str] = {}
     for given in env or []:
         name, sep, value = given.partition("=")
@@ -68,6 +85,19 @@ def with_overrides(workload: Workload, env: list[str] | None, output: str | None
         )
     if output is not None:
         workload = replace(workload, output_dir=str(Path(output).expanduser().resolve()))
+    if waiting is not None:
+        if waiting.priority is not None:
+            workload = replace(workload, priority=waiting.priority)
+        if not waiting.queue:
+            workload = replace(workload, queue=False)
+        if waiting.timeout is not None:
+            try:
+                seconds = parse_duration(waiting.timeout)
+            except ValueError as exc:
+                raise UsageError(
+                    f"--wait-timeout {waiting.timeout}: {exc}", hint=DURATION_HINT
+                ) from None
+            workload = replace(workload, wait_timeout=seconds)
     return workload
 
 

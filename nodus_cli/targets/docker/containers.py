@@ -33,6 +33,17 @@ LABEL_WORKLOAD = "nodus.workload"
 LABEL_GPUS = "nodus.gpus"
 #: On a container that shares its GPU: the GPU memory (GB) it may use there.
 LABEL_GPU_SHARE = "nodus.gpu_share_gb"
+#: The process that created it (``host:pid:start``) and its run's NODUS_HOME: whoever sees
+#: that the process is gone may remove it, from any NODUS_HOME.
+LABEL_OWNER = "nodus.owner"
+LABEL_HOME = "nodus.home"
+#: On a queue entry (a container created, never started, holding nothing): the task it
+#: waits for, its priority, when it began to wait (ns), the GPUs it can use, how many.
+LABEL_QUEUE = "nodus.queue"
+LABEL_PRIORITY = "nodus.priority"
+LABEL_QUEUED_AT = "nodus.queued_at"
+LABEL_WANTS = "nodus.wants"
+LABEL_NEED = "nodus.need"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 
 

@@ -203,6 +203,17 @@ class Engine:
         """Force-remove a container and its anonymous volumes; a missing one is fine."""
         self.tolerate((404,), self.client.remove_container, cid, v=True, force=True)
 
+    def inspect(self, cid: str) -> dict[str, Any]:
+        """A container's whole description (EngineError 404 when it is gone)."""
+        found: dict[str, Any] = self.call(self.client.inspect_container, cid)
+        return found
+
+    def watch(self, filters: dict[str, list[str]]) -> Any:
+        """The engine's events from now on, as they happen (decoded dicts), as the SDK's
+        ``CancellableStream``: iterate it; ``close()`` ends it from any thread."""
+        with self.mapped():
+            return self.client.events(filters=filters, decode=True)
+
     def containers(self, filters: dict[str, list[str]], all: bool = True) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = self.call(self.client.containers, all=all, filters=filters)
         return found

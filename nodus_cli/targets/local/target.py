@@ -6,17 +6,14 @@ exist, a published port is taken) is checked in :meth:`LocalTarget.prepare`, bef
 first container starts.
 
 GPUs: a task gets exactly the GPUs chosen (by UUID) among this machine's GPUs of the
-planned model, never another model. Which GPUs are taken is read from the engine (live
-containers labelled ``nodus.gpus``, whatever their NODUS_HOME), under a lock held from
-the choice until the container exists, so two nodus runs never get the same GPU. A task
-that shares its GPU (``share_gpu``) is labelled with the memory it may use there; a
-device of D GB hosts shared tasks while their memory adds up to at most D, and never
-shares with a whole-GPU task.
-
-The lock is the user's own (``$XDG_RUNTIME_DIR/nodus`` or ``/tmp/nodus-UID``, a folder
-only the user can write, checked before use); the file is opened without following
-links and never re-moded. Runs of two different users on one machine are kept apart by
-the engine's labels alone.
+planned model, never another model. Which GPUs are held is the engine's truth, for every
+user of it: every live container with a device request, nodus's (whatever its NODUS_HOME)
+and anyone else's. A task whose GPUs are held waits in the machine-wide queue
+(:mod:`.queue`: priority, then first come, first served, no overtaking) unless the run
+said not to (``--no-wait``: refused at once, naming the holders); its container, created
+with its GPUs, is its reservation. A task that shares its GPU (``share_gpu``) is labelled
+with the memory it may use there; a device of D GB hosts shared tasks while their memory
+adds up to at most D, and never shares with a whole-GPU task.
 
 How a task ended, as the driver needs it: its own exit; 126/127 when its command cannot
 be started (as ``docker run``); out of memory (the kernel's kill at the limit); killed or
@@ -29,13 +26,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import random
 import shutil
 import socket
-import stat
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -59,16 +56,27 @@ from nodus_cli.targets.base import (
 )
 from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.containers import (
-    LABEL_GPU_SHARE,
-    LABEL_GPUS,
+    LABEL_HOME,
+    LABEL_ITEM,
+    LABEL_NEED,
+    LABEL_OWNER,
+    LABEL_PRIORITY,
+    LABEL_QUEUE,
+    LABEL_QUEUED_AT,
     LABEL_RUN,
+    LABEL_STAGE,
+    LABEL_WANTS,
+    LABEL_WORKLOAD,
     ContainerSpec,
+    container_name,
     engine_config,
     memory_limit,
     spec_for,
 )
 from nodus_cli.targets.follower import LogFollower
 from nodus_cli.targets.local import machine
+from nodus_cli.targets.local.queue import Ledger, Picture, Request, Waiter, holder_words, me
+from nodus_cli.text import plural
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
@@ -80,17 +88,10 @@ if TYPE_CHECKING:
 #: How long a retry waits for a restarting engine to answer again.
 ENGINE_RETURN_SECONDS = 60.0
 _NOT_FOUND_MARKERS = ("executable file not found", "no such file or directory")
-_LIVE = ["created", "running", "restarting", "paused"]
-
-
-@dataclass(slots=True)
-class _Holding:
-    """Who holds one GPU now: whole-GPU holders, and the memory shared tasks take."""
-
-    exclusive: str | None = None  # the run id of a whole-GPU holder
-    shared_gb: float = 0.0
-    sharers: int = 0
-    runs: set[str] | None = None
+#: A run's place in the queue when its workload says nothing (``priority``, 0 to 100).
+DEFAULT_PRIORITY = 50
+#: How often a queued task looks again when no engine event woke it (seconds).
+QUEUE_POLL_SECONDS = 2.0
 
 
 class LocalTarget(Target):
@@ -111,6 +112,11 @@ class LocalTarget(Target):
         self._stopping: set[str] = set()
         self._removals: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._ledger_: Ledger | None = None
+        self._nudge = _Nudge()
+        #: The run's place in the queue and whether it may wait (from its workload).
+        self._priority = DEFAULT_PRIORITY
+        self._queue = True
 
     # -- planning ----------------------------------------------------------------------
 
@@ -150,7 +156,9 @@ class LocalTarget(Target):
                 "need 1.40 (Docker 19.03) or newer",
                 hint="upgrade Docker",
             )
-        self._check_gpus_free(workload)
+        self._priority, self._queue = workload.priority, workload.queue
+        if not workload.queue:
+            self._refuse_held(workload)
         for image in dict.fromkeys(s.image for s in workload.stages):
             ensure_image(eng, image, self.pulls)
         return Preparation(price_per_hour=config.local().price_per_hour)
@@ -160,22 +168,44 @@ class LocalTarget(Target):
             self._engine = engine.local()
         return self._engine
 
-    def _check_gpus_free(self, workload: Workload) -> None:
-        """Refuse now, before anything is recorded, when other runs hold the GPUs."""
-        gpu_stages = [s for s in workload.stages if s.requirements.wants_gpu]
-        if not gpu_stages:
-            return
-        try:
-            held = self._held()
-        except engine.EngineUnreachable as exc:
-            raise exc.as_nodus_error() from None
-        except engine.EngineFailure:
-            return  # the run itself will say what is wrong with the engine
-        for stage in gpu_stages:
-            self._pick(stage, held, ())
+    def _refuse_held(self, workload: Workload) -> None:
+        """``--no-wait``: refuse now, before anything is recorded, when the GPUs a stage
+        needs are held (or others wait for them first)."""
+        for stage in workload.stages:
+            if not stage.requirements.wants_gpu:
+                continue
+            request = self._request(stage)
+            try:
+                ledger = self._ledger()
+                picture = ledger.read()
+            except engine.EngineUnreachable as exc:
+                raise exc.as_nodus_error() from None
+            except engine.EngineFailure:
+                return  # the run itself will say what is wrong with the engine
+            if picture.choose(request, ledger.memory_gb, None, self._priority) is None:
+                raise self._held_error(stage, request, picture)
+
+    def _held_error(self, stage: Stage, request: Request, picture: Picture) -> NotRunnable:
+        holders = picture.holders_of(request.candidates)
+        ahead = [
+            w for w in picture.ahead(None, self._priority) if w.wants & set(request.candidates)
+        ]
+        waits = f"; {plural(len(ahead), 'task')} of other runs wait for them first" if ahead else ""
+        others = [h for h in holders if h.home and h.home != str(self.store.root)]
+        stop = "`nodus stop RUN_ID`"
+        if others:
+            stop = f"`NODUS_HOME={others[0].home} nodus stop {others[0].run}`"
+        return NotRunnable(
+            f"stage {stage.name!r} needs {self._wants_words(stage, request)}; "
+            f"{_holding_words(request, picture, str(self.store.root))}{waits}",
+            hint=f"run without --no-wait to wait for them (queued), or stop the run that "
+            f"holds them with {stop}",
+        )
 
     def capacity(self, stage: Stage, plan: StagePlan) -> int:
-        """Tasks of ``stage`` that fit at once now: free GPU slots, then CPUs and memory."""
+        """Tasks of ``stage`` that this machine holds at once: its GPU slots (whatever
+        other runs hold now: a task whose GPUs are held waits in the queue), then CPUs and
+        memory."""
         req = stage.requirements
         cpus, memory = machine.cpu_count(), machine.memory_gb()
         fits = max(1, int(cpus // req.cpu)) if req.cpu else 1
@@ -183,26 +213,7 @@ class LocalTarget(Target):
             fits = min(fits, max(1, int(memory // req.memory_gb)))
         if not req.wants_gpu:
             return fits
-        try:
-            held = self._held()
-        except engine.EngineUnreachable as exc:
-            raise exc.as_nodus_error() from None
-        except engine.EngineFailure as exc:
-            raise NodusError(f"the Docker engine cannot list its containers: {exc}") from None
-        matching = self._matching(stage)
-        if req.share_gpu and req.peak_memory_gb:
-            slots = sum(
-                int(
-                    (g.nominal_memory_gb - held.get(g.uuid, _Holding()).shared_gb)
-                    // req.peak_memory_gb
-                )
-                for g in matching
-                if held.get(g.uuid, _Holding()).exclusive is None
-            )
-        else:
-            free = [g for g in matching if g.uuid not in held]
-            slots = len(free) // req.gpu_count
-        return max(1, min(fits, slots)) if slots else 1
+        return max(1, min(fits, self._slots(stage)))
 
     # -- GPUs ----------------------------------------------------------------------
 
@@ -225,70 +236,149 @@ class LocalTarget(Target):
             and (req.peak_memory_gb is None or g.nominal_memory_gb >= req.peak_memory_gb)
         ]
 
-    def _held(self) -> dict[str, _Holding]:
-        """Every GPU a live nodus container holds on this engine, and how."""
-        held: dict[str, _Holding] = {}
-        for c in self.docker().containers({"label": [LABEL_GPUS], "status": _LIVE}):
-            labels = c.get("Labels") or {}
-            run = labels.get(LABEL_RUN, "another container")
-            share = _float(labels.get(LABEL_GPU_SHARE))
-            for uuid in (labels.get(LABEL_GPUS) or "").split(","):
-                if not uuid:
-                    continue
-                h = held.setdefault(uuid, _Holding(runs=set()))
-                assert h.runs is not None
-                h.runs.add(run)
-                if share is None:
-                    h.exclusive = run
-                else:
-                    h.shared_gb += share
-                    h.sharers += 1
-        return held
-
-    def _pick(
-        self, stage: Stage, held: dict[str, _Holding], prefer: tuple[str, ...]
-    ) -> tuple[str, ...]:
+    def _request(self, stage: Stage, prefer: tuple[str, ...] = ()) -> Request:
+        """What a task of ``stage`` asks of this machine's GPUs."""
         req = stage.requirements
-        matching = self._matching(stage)
-        model = self._offer_for(stage).gpu
+        candidates = tuple(g.uuid for g in sorted(self._matching(stage), key=lambda g: g.index))
         if req.share_gpu and req.peak_memory_gb:
-            need_gb = req.peak_memory_gb
+            return Request(candidates, 1, req.peak_memory_gb, prefer)
+        return Request(candidates, req.gpu_count, None, prefer)
 
-            def room(g: machine.LocalGpu) -> float:
-                h = held.get(g.uuid)
-                if h is None:
-                    return g.nominal_memory_gb
-                return -1.0 if h.exclusive is not None else g.nominal_memory_gb - h.shared_gb
+    def _ledger(self) -> Ledger:
+        if self._ledger_ is None:
+            self._ledger_ = Ledger(self.docker(), self._local_gpus(None))
+        return self._ledger_
 
-            fits = [g for g in matching if room(g) >= need_gb]
-            if not fits:
-                raise NotRunnable(
-                    f"stage {stage.name!r} shares a {model} with {need_gb:g} GB per task; "
-                    f"none of this machine's {len(matching)} {model} has that much memory free "
-                    f"now ({_holders(matching, held)})",
-                    hint="wait for those runs to finish (`nodus runs`), or stop them with "
-                    "`nodus stop RUN_ID`",
-                )
-            if prefer and prefer[0] in {g.uuid for g in fits}:
-                return prefer
-            # Spread: the device with the most room first, then by index.
-            best = max(fits, key=lambda g: (room(g), -g.index))
-            return (best.uuid,)
-        need = req.gpu_count
-        free = [g for g in matching if g.uuid not in held]
-        if len(free) < need:
-            busy = len(matching) - len(free)
-            raise NotRunnable(
-                f"stage {stage.name!r} needs {need}× {model}; this machine has "
-                f"{len(matching)} that fit, {busy} of them in use ({_holders(matching, held)}); "
-                f"{len(free)} free",
-                hint="wait for that run to finish (`nodus runs`), or stop it with "
-                "`nodus stop RUN_ID`",
-            )
-        free_ids = {g.uuid for g in free}
-        if prefer and len(prefer) == need and all(u in free_ids for u in prefer):
-            return prefer  # a retry keeps its GPUs when they are still free
-        return tuple(g.uuid for g in sorted(free, key=lambda g: g.index)[:need])
+    def _wants_words(self, stage: Stage, request: Request) -> str:
+        model = self._offer_for(stage).gpu
+        if request.share_gb is not None:
+            return f"{request.share_gb:g} GB of one {model} (shared)"
+        return f"{request.count}× {model}"
+
+    def _claim(
+        self, task: Task, ctx: TaskContext, create: Callable[[tuple[str, ...]], str]
+    ) -> tuple[tuple[str, ...], str]:
+        """The GPUs for ``task`` and the container that holds them (``create`` makes it with
+        those GPUs): at once when the queue allows, else once its turn has come.
+
+        The container is the reservation: created, then checked against what the engine
+        shows right after; when another live container holds one of its GPUs (two
+        creations raced), it is withdrawn and the choice made again after a random pause.
+        """
+        stage = task.stage
+        request = self._request(stage, task.previous_devices)
+        ledger = self._ledger()
+        entry: Waiter | None = None
+        shown: str | None = None
+        clashes = 0
+        try:
+            while True:
+                if self._stopped(task):
+                    raise _Ended(TaskState.STOPPED, 143, "stopped by nodus while queued")
+                picture = self._read(ledger)
+                if entry is not None:
+                    entry = next((w for w in picture.waiters if w.id == entry.id), entry)
+                key = entry.key if entry is not None else None
+                chosen = picture.choose(request, ledger.memory_gb, key, self._priority)
+                if chosen is not None:
+                    cid = create(chosen)
+                    clash = self._read(ledger).conflicts(
+                        cid, chosen, request.share_gb, ledger.memory_gb
+                    )
+                    if not clash:
+                        return chosen, cid
+                    self._withdraw(cid)
+                    clashes += 1
+                    time.sleep(random.uniform(0.01, 0.05) * min(clashes, 20))
+                    continue
+                if not self._queue:
+                    raise self._held_error(stage, request, picture)
+                if entry is None:
+                    entry = self._enqueue(task, request)
+                    continue
+                words = self._queued_words(task, request, picture, entry)
+                if words != shown:
+                    ctx.waiting(words)
+                    shown = words
+                self._nudge.wait(self.docker(), QUEUE_POLL_SECONDS)
+        finally:
+            if entry is not None:
+                self._withdraw(entry.id)
+
+    def _read(self, ledger: Ledger) -> Picture:
+        try:
+            picture = ledger.read()
+        except engine.EngineFailure as exc:
+            raise _Ended(TaskState.INFRASTRUCTURE, 1, _lost(exc)) from None
+        if picture.orphans:
+            ledger.reclaim(picture)  # what dead owners left (from any NODUS_HOME)
+        return picture
+
+    def _withdraw(self, cid: str) -> None:
+        with contextlib.suppress(engine.EngineFailure):
+            self.docker().remove(cid)
+
+    def _enqueue(self, task: Task, request: Request) -> Waiter:
+        """The task's queue entry: a container that is created, never started, holds
+        nothing, and says to every user of the engine where the task stands in line."""
+        name = f"{container_name(task)}-queued"[:63]
+        labels = {
+            LABEL_RUN: task.run_id,
+            LABEL_STAGE: task.stage.name,
+            LABEL_WORKLOAD: task.workload[:200],
+            LABEL_QUEUE: task.key,
+            LABEL_PRIORITY: str(self._priority),
+            LABEL_QUEUED_AT: str(time.time_ns()),
+            LABEL_WANTS: ",".join(request.candidates),
+            LABEL_NEED: request.need,
+            LABEL_OWNER: me().label,
+            LABEL_HOME: str(self.store.root),
+        }
+        if task.item is not None:
+            labels[LABEL_ITEM] = str(task.item.index)
+        body = {
+            "Image": task.stage.image,
+            "Cmd": ["true"],
+            "Entrypoint": [""],
+            "Labels": labels,
+            "HostConfig": {"NetworkMode": "none"},
+        }
+        eng = self.docker()
+        for attempt in (1, 2):
+            try:
+                cid = eng.create(name, body)
+                break
+            except engine.EngineError as exc:
+                if exc.status == 409 and attempt == 1:  # an entry an earlier attempt left
+                    self._withdraw(name)
+                    continue
+                raise _Ended(
+                    TaskState.INFRASTRUCTURE, 1, f"the engine refused the queue entry: {exc}"
+                ) from None
+            except engine.EngineFailure as exc:
+                raise _Ended(TaskState.INFRASTRUCTURE, 1, _lost(exc)) from None
+        return Waiter(
+            cid,
+            name,
+            task.run_id,
+            task.key,
+            self._priority,
+            int(labels[LABEL_QUEUED_AT]),
+            frozenset(request.candidates),
+            request.need,
+            str(self.store.root),
+            me(),
+        )
+
+    def _queued_words(self, task: Task, request: Request, picture: Picture, entry: Waiter) -> str:
+        """The line a queued task shows (and ``nodus runs`` keeps) while it waits."""
+        place = picture.place(entry)
+        nth = _ordinal(place)
+        return (
+            f"{_label(task)}: queued, {nth} in line for "
+            f"{self._wants_words(task.stage, request)} "
+            f"({_holding_words(request, picture, str(self.store.root))})"
+        )
 
     # -- running -------------------------------------------------------------------
 
@@ -353,29 +443,30 @@ class LocalTarget(Target):
             self._removals = [t for t in self._removals if t.is_alive()] + [worker]
 
     def _create(self, task: Task, ctx: TaskContext) -> tuple[ContainerSpec, str]:
-        """Choose the GPUs and create the container, under the user's GPU lock."""
+        """Create the task's container: with its GPUs, once the queue gives them."""
         stage = task.stage
-        req = stage.requirements
         offer = self._offer_for(stage)
-        lock = gpu_lock() if req.wants_gpu else contextlib.nullcontext()
-        with lock:
-            uuids: tuple[str, ...] = ()
-            if req.wants_gpu:
-                try:
-                    held = self._held()
-                except engine.EngineFailure as exc:
-                    raise _Ended(TaskState.INFRASTRUCTURE, 1, _lost(exc)) from None
-                uuids = self._pick(stage, held, task.previous_devices)
-            work = self._work.get(task.run_id)
+        work = self._work.get(task.run_id)
+        made: list[ContainerSpec] = []
+
+        def create(uuids: tuple[str, ...]) -> str:
             spec = spec_for(task, uuids, str(work) if work is not None else None)
+            owned = {**spec.labels, LABEL_OWNER: me().label, LABEL_HOME: str(self.store.root)}
+            made.append(replace(spec, labels=owned))
+            return self._create_container(made[-1], task)
+
+        if stage.requirements.wants_gpu:
+            uuids, cid = self._claim(task, ctx, create)
+        else:
+            uuids, cid = (), create(())
+        spec = made[-1]  # the one kept (a raced creation is withdrawn and made again)
+        with self._lock:
+            self._containers[task.key] = cid
+        if task.item is None:
             shown = f" on {', '.join(uuids)}" if uuids else ""
-            if task.item is None:
-                ctx.say(f"stage {stage.name}: starting {stage.image}{shown}")
-            cid = self._create_container(spec, task)
-            with self._lock:
-                self._containers[task.key] = cid
-            # Recorded once the container exists: from here its GPUs show as taken.
-            ctx.submitted()
+            ctx.say(f"stage {stage.name}: starting {stage.image}{shown}")
+        # Recorded once the container exists: from here its GPUs show as taken.
+        ctx.submitted()
         slots = self._slots(stage)
         ctx.started(
             Started(
@@ -485,6 +576,7 @@ class LocalTarget(Target):
         with self._lock:
             self._stopping.add(task.key)
             cid = self._containers.get(task.key)
+        self._nudge.poke()  # a task waiting in the queue notices at once
         if cid is not None:
             with contextlib.suppress(engine.EngineFailure):
                 self.docker().kill(cid)
@@ -648,37 +740,56 @@ class LocalTarget(Target):
             return None
         if not found:
             return None
-        parts = [
-            f"{(c.get('Labels') or {}).get('nodus.stage', '?')}: {c.get('State', '?')}"
-            for c in found
-        ]
+        parts = []
+        for c in found:
+            labels = c.get("Labels") or {}
+            stage = labels.get(LABEL_STAGE, "?")
+            if LABEL_ITEM in labels:
+                stage += f"[{labels[LABEL_ITEM]}]"
+            state = "queued" if LABEL_QUEUE in labels else str(c.get("State", "?"))
+            parts.append(f"{stage}: {state}")
         return "; ".join(sorted(parts))
 
     def nodes(self) -> list[NodeInfo]:
-        gpus_found = machine.query_gpus()
+        """This machine, one entry per GPU model it has (a machine with 2 L4 and a T4 is
+        two entries: a request names one model), with how many are free and how many
+        tasks wait for them in the queue."""
+        found = machine.query_gpus()
         try:
-            held = self._held()
-        except engine.EngineFailure:
-            held = {}
-        families = sorted({g.family or g.product for g in gpus_found})
-        memory = min((g.nominal_memory_gb for g in gpus_found), default=None)
-        return [
-            NodeInfo(
-                id=socket.gethostname(),
-                hostname=socket.gethostname(),
+            picture: Picture | None = Ledger(self.docker(), found).read()
+        except (engine.EngineFailure, NodusError):
+            picture = None
+        host = socket.gethostname()
+        models: dict[str, list[machine.LocalGpu]] = {}
+        for g in found:
+            models.setdefault(g.family or g.product, []).append(g)
+
+        def node(key: str, model: str | None, gpus: list[machine.LocalGpu]) -> NodeInfo:
+            ids = {g.uuid for g in gpus}
+            busy = set() if picture is None else {u for u in ids if picture.use(u).holders}
+            queued = 0 if picture is None else sum(1 for w in picture.waiters if w.wants & ids)
+            return NodeInfo(
+                id=key,
+                hostname=host,
                 state="ready",
                 cpus=machine.cpu_count(),
                 memory_gb=machine.memory_gb(),
-                gpu=", ".join(families) or None,
-                gpu_memory_gb=memory,
-                gpus=len(gpus_found),
-                free_gpus=sum(1 for g in gpus_found if g.uuid not in held),
+                gpu=model,
+                gpu_memory_gb=min((g.nominal_memory_gb for g in gpus), default=None),
+                gpus=len(gpus),
+                free_gpus=len(ids - busy),
                 price_per_hour=config.local().price_per_hour,
+                details={"queued": queued} if gpus else {},
             )
-        ]
+
+        if len(models) <= 1:
+            return [node(host, next(iter(models), None), found)]
+        return [node(f"{host}/{model}", model, gpus) for model, gpus in models.items()]
 
     def close(self) -> None:
+        self._nudge.close()
         self._engine = None
+        self._ledger_ = None
 
 
 class _Ended(Exception):
@@ -700,11 +811,58 @@ def _lost(exc: BaseException) -> str:
     return f"lost the Docker engine ({reason})"
 
 
-def _holders(matching: list[machine.LocalGpu], held: dict[str, _Holding]) -> str:
-    runs = sorted({r for g in matching for r in (held.get(g.uuid, _Holding()).runs or ())})
-    if not runs:
-        return "none held by nodus"
-    return f"held by nodus {'run' if len(runs) == 1 else 'runs'} {', '.join(runs)}"
+def _holding_words(request: Request, picture: Picture, home: str) -> str:
+    """``held by run A (since 12:01:02 UTC)``: who holds the GPUs a request can use."""
+    return holder_words(picture.holders_of(request.candidates), home)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+class _Nudge:
+    """Wakes tasks waiting in the queue when the engine says a container ended or went
+    away (or one of this process's tasks is stopped); else they look again every few
+    seconds. One event stream per target, opened by the first task that waits."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._stream: Any = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def wait(self, eng: engine.Engine, timeout: float) -> None:
+        with self._changed:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(
+                    target=self._watch, args=(eng,), name="nodus-queue-events", daemon=True
+                )
+                self._thread.start()
+            self._changed.wait(timeout)
+
+    def poke(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def _watch(self, eng: engine.Engine) -> None:
+        try:
+            self._stream = eng.watch({"type": ["container"], "event": ["die", "destroy"]})
+            for _ in self._stream:
+                self.poke()
+        except (engine.EngineFailure, OSError, ValueError):
+            pass  # the waiting tasks still look every QUEUE_POLL_SECONDS
+        finally:
+            with self._changed:
+                self._thread = None
+
+    def close(self) -> None:
+        self._closed = True
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()
+        self.poke()
 
 
 def _gpus(uuids: list[str]) -> str:
@@ -755,61 +913,6 @@ def _check_ports(workload: Workload) -> None:
                         hint="stop what uses it, or publish on another host port "
                         f'(ports = ["{p.host + 1}:{p.container}"])',
                     ) from None
-
-
-# -- the GPU lock ------------------------------------------------------------------------
-
-
-def lock_folder() -> Path:
-    """A folder only this user can write: ``$XDG_RUNTIME_DIR/nodus`` or ``/tmp/nodus-UID``."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and _private(Path(runtime), allow_missing=False):
-        base = Path(runtime) / "nodus"
-    else:
-        base = Path(os.environ.get("TMPDIR") or "/tmp") / f"nodus-{os.getuid()}"
-    try:
-        base.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise NodusError(f"cannot create the lock folder {base}: {exc.strerror}") from None
-    if not _private(base, allow_missing=False):
-        raise NodusError(
-            f"the lock folder {base} is not private to this user (a link, another owner, or "
-            "writable by others): nodus will not use it",
-            hint=f"remove it (`rm -r {base}`) and run again; nodus recreates it 0700",
-        )
-    return base
-
-
-def _private(path: Path, allow_missing: bool) -> bool:
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return allow_missing
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
-
-
-@contextlib.contextmanager
-def gpu_lock() -> Iterator[None]:
-    """Serialize GPU hand-out across this user's nodus processes on this machine."""
-    import fcntl
-
-    path = lock_folder() / "gpus.lock"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise NodusError(
-            f"cannot open the GPU lock {path}: {exc.strerror}",
-            hint=f"remove {path} if it is not a plain file of yours",
-        ) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 # -- images ------------------------------------------------------------------------------

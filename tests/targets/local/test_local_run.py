@@ -304,10 +304,10 @@ def test_gpus_held_by_another_run_are_not_handed_out_twice(
         want8 = nodus_env.write(
             workload("want8", "echo never", 'gpu = "H100"\ngpu_count = 8\n'), "want8.toml"
         )
-        refused = nodus_env.run("run", want8, gpus="h100x8")
+        refused = nodus_env.run("run", "--no-wait", want8, gpus="h100x8")
         assert refused.returncode == 3, refused.stderr
-        assert holder_id in refused.stderr
-        assert "4 free" in refused.stderr
+        assert f"needs 8× H100; held by run {holder_id} (since" in refused.stderr
+        assert "run without --no-wait to wait for them" in refused.stderr
         assert not containers_of(docker_client, "want8")
 
         want4 = nodus_env.write(

@@ -5,7 +5,6 @@ ended, against a scripted engine (what a live engine cannot be made to do on dem
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 from fake_engine import FakeEngine, ping
 from paths import REPO
 
-from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.errors import InvalidInput, NotRunnable
 from nodus_cli.planning.planner import no_history
 from nodus_cli.records import RunStatus, RunStore
 from nodus_cli.run import launcher
@@ -28,9 +27,9 @@ from nodus_cli.targets.docker.containers import (
     engine_config,
     spec_for,
 )
-from nodus_cli.targets.local import target as local
-from nodus_cli.targets.local.target import LocalTarget, _Holding
-from nodus_cli.workload import Mount, Port, Workload, load_text
+from nodus_cli.targets.local.queue import Holder, Picture, Use
+from nodus_cli.targets.local.target import LocalTarget
+from nodus_cli.workload import MapSpec, Mount, Port, Workload, load_text
 
 FAKE_BIN = REPO / "tests" / "fakes" / "bin"
 
@@ -157,46 +156,33 @@ def test_a_published_port_in_use_is_refused(machine: pytest.MonkeyPatch, store: 
 # -- GPU hand-out --------------------------------------------------------------------------
 
 
-def test_gpus_are_picked_among_the_planned_model_only(
+def test_a_task_asks_for_the_planned_model_only(
     machine: pytest.MonkeyPatch, store: RunStore
 ) -> None:
-    machine.setenv("NODUS_FAKE_GPUS", "mixed")
+    machine.setenv("NODUS_FAKE_GPUS", "mixed")  # two L4 and a T4
     target, w = _planned(store, 'gpu = "L4"\ngpu_count = 2\n')
-    stage = w.stages[0]
-    matching = target._matching(stage)
-    assert {g.family for g in matching} == {"L4"}
-    assert set(target._pick(stage, {}, ())) == {g.uuid for g in matching}
+    request = target._request(w.stages[0])
+    l4 = [g.uuid for g in target._local_gpus(None) if g.family == "L4"]
+    assert request.candidates == tuple(l4) and request.count == 2 and request.share_gb is None
+    shared = _shared(store, 10.0)[0]._request(_shared(store, 10.0)[1].stages[0])
+    assert shared.share_gb == 10.0 and shared.need == "share:10"
 
 
-def test_busy_gpus_are_skipped_and_a_retry_keeps_its_own(
-    machine: pytest.MonkeyPatch, store: RunStore
-) -> None:
-    machine.setenv("NODUS_FAKE_GPUS", "h100x8")
-    target, w = _planned(store, 'gpu = "H100"\ngpu_count = 2\n')
-    stage = w.stages[0]
-    uuids = [g.uuid for g in target._matching(stage)]
-    busy = {uuids[0]: _Holding("run-a"), uuids[1]: _Holding("run-a")}
-    assert target._pick(stage, busy, ()) == tuple(uuids[2:4])
-    assert target._pick(stage, {}, (uuids[5], uuids[6])) == (uuids[5], uuids[6])
-    # previous GPUs taken meanwhile: any two free ones, same model and count
-    assert target._pick(stage, {uuids[5]: _Holding("b")}, (uuids[5], uuids[6])) == tuple(uuids[:2])
-
-
-def test_too_few_free_gpus_names_the_runs_holding_them_and_how_to_stop_them(
+def test_no_wait_names_the_run_holding_the_gpus_its_home_and_how_to_stop_it(
     machine: pytest.MonkeyPatch, store: RunStore
 ) -> None:
     machine.setenv("NODUS_FAKE_GPUS", "h100x8")
     target, w = _planned(store, 'gpu = "H100"\ngpu_count = 8\n')
     stage = w.stages[0]
-    held = {
-        g.uuid: _Holding("20250101-000000-abcdef", runs={"20250101-000000-abcdef"})
-        for g in target._matching(stage)[:4]
-    }
-    with pytest.raises(NotRunnable) as caught:
-        target._pick(stage, held, ())
-    assert caught.value.exit_code == 3
-    assert "20250101-000000-abcdef" in caught.value.message and "4 free" in caught.value.message
-    assert caught.value.hint is not None and "nodus stop RUN_ID" in caught.value.hint
+    request = target._request(stage)
+    other = Holder("c1", "nodus-x", "20250101-000000-abcdef", "/srv/ci", None, None, 1.0)
+    held = Picture({u: Use(whole=[other]) for u in request.candidates[:4]}, [])
+    error = target._held_error(stage, request, held)
+    assert error.exit_code == 3
+    assert "stage 'main' needs 8× H100" in error.message
+    assert "held by run 20250101-000000-abcdef of NODUS_HOME /srv/ci (since" in error.message
+    assert error.hint is not None and "run without --no-wait to wait for them" in error.hint
+    assert "NODUS_HOME=/srv/ci nodus stop 20250101-000000-abcdef" in error.hint
 
 
 def _shared(store: RunStore, memory: float) -> tuple[LocalTarget, Workload]:
@@ -208,51 +194,22 @@ def _shared(store: RunStore, memory: float) -> tuple[LocalTarget, Workload]:
     return target, w
 
 
-@pytest.mark.parametrize(("memory", "per_device"), [(10.0, 2), (5.0, 4), (24.0, 1)])
-def test_a_shared_gpu_hosts_floor_memory_over_need_tasks(
-    machine: pytest.MonkeyPatch, store: RunStore, memory: float, per_device: int
-) -> None:
-    machine.setenv("NODUS_FAKE_GPUS", "mixed")  # two L4 of 24 GB, one T4
-    target, w = _shared(store, memory)
-    stage = w.stages[0]
-    held: dict[str, _Holding] = {}
-    picks: list[str] = []
-    while True:
-        try:
-            (uuid,) = target._pick(stage, held, ())
-        except NotRunnable as exc:
-            assert f"{memory:g} GB per task" in exc.message
-            break
-        picks.append(uuid)
-        h = held.setdefault(uuid, _Holding(runs=set()))
-        h.shared_gb += memory
-        h.sharers += 1
-    l4 = [g.uuid for g in target._matching(stage)]
-    assert sorted(picks) == sorted(l4 * per_device)  # both devices, floor(24 / M) each
-    # spread: the device with the most room first
-    assert picks[:2] == l4 or picks[:2] == l4[::-1]
-
-
-def test_a_shared_task_never_joins_a_whole_gpu_task(
+def test_the_capacity_of_a_fanout_stage_counts_every_slot_of_the_machine(
     machine: pytest.MonkeyPatch, store: RunStore
 ) -> None:
-    machine.setenv("NODUS_FAKE_GPUS", "mixed")
-    target, w = _shared(store, 5.0)
-    stage = w.stages[0]
-    first, second = (g.uuid for g in target._matching(stage))
-    assert target._pick(stage, {first: _Holding("whole")}, ()) == (second,)
-
-
-def test_the_capacity_of_a_fanout_stage_counts_free_slots(
-    machine: pytest.MonkeyPatch, store: RunStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+    # whatever other runs hold now: a task whose GPUs are held waits in the queue
     machine.setenv("NODUS_FAKE_GPUS", "h100x8")
     target, w = _planned(store, 'gpu = "H100"\ngpu_count = 2\n[requirements]\ncpu = 0.1\n')
-    monkeypatch.setattr(
-        target, "_held", lambda: {target._matching(w.stages[0])[0].uuid: _Holding("x")}
-    )
-    sp = target._plan.stages[0]  # type: ignore[union-attr]
-    assert target.capacity(w.stages[0], sp) == 3  # 7 free H100, 2 per task
+    w = replace(w, stages=[replace(w.stages[0], map=MapSpec(("a", "b"), None))])
+    target._plan = target.plan(w, no_history)
+    sp = target._plan.stages[0]
+    assert target.capacity(w.stages[0], sp) == 4  # 8 H100, 2 per task
+    machine.setenv("NODUS_FAKE_GPUS", "mixed")
+    shared_target, sw = _shared(store, 10.0)
+    small = replace(sw.stages[0].requirements, cpu=0.1)
+    sw = replace(sw, stages=[replace(sw.stages[0], map=MapSpec(("a",), None), requirements=small)])
+    shared_target._plan = shared_target.plan(sw, no_history)
+    assert shared_target.capacity(sw.stages[0], shared_target._plan.stages[0]) == 4  # 2 per L4
 
 
 # -- the container -----------------------------------------------------------------------
@@ -345,47 +302,6 @@ def test_memory_gb_sets_the_limit_when_given() -> None:
     body = engine_config(spec_for(_task(w)))
     assert body["HostConfig"]["Memory"] == 3 * GIB
     assert "DeviceRequests" not in body["HostConfig"] and "Mounts" not in body["HostConfig"]
-
-
-# -- the GPU lock ------------------------------------------------------------------------
-
-
-def test_the_gpu_lock_is_private_and_never_follows_a_link(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    victim = tmp_path / "victim"
-    victim.write_text("x")
-    victim.chmod(0o644)
-    folder = tmp_path / f"nodus-{os.getuid()}"
-    folder.mkdir(mode=0o700)
-    (folder / "gpus.lock").symlink_to(victim)
-    with pytest.raises(NodusError, match="cannot open the GPU lock"), local.gpu_lock():
-        pass
-    assert stat.S_IMODE(victim.stat().st_mode) == 0o644  # never chmodded
-
-
-def test_a_lock_folder_others_can_write_is_refused(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    folder = tmp_path / f"nodus-{os.getuid()}"
-    folder.mkdir()
-    folder.chmod(0o777)
-    with pytest.raises(NodusError, match="is not private to this user"):
-        local.lock_folder()
-
-
-def test_the_lock_is_created_private(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    with local.gpu_lock():
-        pass
-    folder = tmp_path / f"nodus-{os.getuid()}"
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    assert stat.S_IMODE((folder / "gpus.lock").stat().st_mode) == 0o600
 
 
 # -- how a task ended, against a scripted engine ------------------------------------------
