@@ -3,10 +3,12 @@
 :mod:`~nodus_cli.records.store` is the persistence (the only module that knows the
 database and the state folder's files), :mod:`~nodus_cli.records.model` what a record
 holds, :mod:`~nodus_cli.records.logs` a run's output as JSON lines, and
-:mod:`~nodus_cli.records.history` the runtime measurements plans rank by.
+:mod:`~nodus_cli.records.history` the runtime measurements plans rank by, and
+:mod:`~nodus_cli.records.keys` what those measurements are keyed by.
 """
 
-from nodus_cli.records.history import config_key, fingerprint, runtime_lookup
+from nodus_cli.records.history import runtime_lookup
+from nodus_cli.records.keys import config_key, fingerprint
 from nodus_cli.records.logs import LogLine, LogWriter, Stream
 from nodus_cli.records.model import RunRecord, RunStatus, StageRecord, StageStatus, TaskRecord
 from nodus_cli.records.store import (

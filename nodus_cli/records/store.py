@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from nodus_cli import config
 from nodus_cli.errors import NodusError, UsageError
 from nodus_cli.records import logs
-from nodus_cli.records.history import config_key_of, fingerprint
+from nodus_cli.records.keys import config_key_of, fingerprint
 from nodus_cli.records.model import RunRecord, RunStatus, StageRecord, StageStatus, TaskRecord
 
 if TYPE_CHECKING:
