@@ -42,8 +42,9 @@ from nodus_cli.records import RunRecord, RunStatus, RunStore, StageStatus, TaskR
 if TYPE_CHECKING:
     from nodus_cli.planning.planner import Plan
     from nodus_cli.records import LogLine
-    from nodus_cli.run.driver import Outcome, Sink
+    from nodus_cli.run.driver import Outcome
     from nodus_cli.run.launcher import Launch
+    from nodus_cli.run.sink import Sink
     from nodus_cli.targets.base import NodeInfo
     from nodus_cli.workload import Result, Workload
 

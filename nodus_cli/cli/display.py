@@ -17,7 +17,7 @@ import time
 from typing import IO, Any
 
 from nodus_cli.records.logs import Stream
-from nodus_cli.run.driver import Progress
+from nodus_cli.run.sink import Progress
 from nodus_cli.text import safe
 
 #: Plain progress lines, at most this often (seconds).
