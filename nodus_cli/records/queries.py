@@ -4,8 +4,7 @@ queries the planner and the spending limits ask (runtimes, spending, money spent
 Contract: each function reads through the connection it is handed and returns records
 (:mod:`~nodus_cli.records.model`) or small frozen rows (:class:`SpendRow`); none writes.
 The connection, its failures and a store that does not exist yet are the caller's
-(:class:`~nodus_cli.records.store.RunStore`, whose methods of the same names are the
-public way in).
+(:class:`~nodus_cli.records.store.RunStore`, whose methods are the public way in).
 
 Why apart from the store: the store is about keeping records safely (the folder, the
 connection, transactions, writes); what is asked of them grows with every command and
@@ -26,7 +25,7 @@ __all__ = [
     "SpendRow",
     "active",
     "get",
-    "newest",
+    "recent",
     "runtime_samples",
     "spending",
     "spent",
@@ -58,7 +57,7 @@ def stop_requested(db: sqlite3.Connection, run_id: str) -> bool:
     return bool(row and row[0])
 
 
-def newest(db: sqlite3.Connection, limit: int) -> list[RunRecord]:
+def recent(db: sqlite3.Connection, limit: int) -> list[RunRecord]:
     """The ``limit`` runs started last, newest first."""
     rows = db.execute(
         f"SELECT {RUNS.select} FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?",

@@ -393,7 +393,7 @@ class RunStore:
 
     def list_runs(self, limit: int = 20) -> list[RunRecord]:
         """The ``limit`` runs started last, newest first."""
-        return self._read([], queries.newest, limit)
+        return self._read([], queries.recent, limit)
 
     def active(self) -> list[RunRecord]:
         """Runs still pending or running, and ended runs whose clean-up is pending."""
