@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from nodus_cli.api.targets import CATALOG, target_names
     from nodus_cli.records.logs import LogLine, Stream
     from nodus_cli.records.model import RunStatus, StageStatus
-    from nodus_cli.run.driver import Progress, Sink
     from nodus_cli.run.reconcile import Stopped, StopResult
+    from nodus_cli.run.sink import Progress, Sink
     from nodus_cli.run.spending import GroupSpend, PeriodSpend, Report
 
 __all__ = [
@@ -59,13 +59,13 @@ _WHERE = {
     "LogView": "nodus_cli.api.runs",
     "PeriodSpend": "nodus_cli.run.spending",
     "Prepared": "nodus_cli.api.client",
-    "Progress": "nodus_cli.run.driver",
+    "Progress": "nodus_cli.run.sink",
     "Report": "nodus_cli.run.spending",
     "Requirements": "nodus_cli.api.client",
     "Run": "nodus_cli.api.runs",
     "RunResult": "nodus_cli.api.runs",
     "RunStatus": "nodus_cli.records.model",
-    "Sink": "nodus_cli.run.driver",
+    "Sink": "nodus_cli.run.sink",
     "StageResult": "nodus_cli.api.runs",
     "StageStatus": "nodus_cli.records.model",
     "StopResult": "nodus_cli.run.reconcile",

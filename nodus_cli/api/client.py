@@ -47,9 +47,10 @@ if TYPE_CHECKING:
     from nodus_cli.catalog.market import Market
     from nodus_cli.planning.planner import Plan, RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
-    from nodus_cli.run.driver import Outcome, Sink
+    from nodus_cli.run.driver import Outcome
     from nodus_cli.run.launcher import Launch
     from nodus_cli.run.reconcile import StopResult
+    from nodus_cli.run.sink import Sink
     from nodus_cli.run.spending import Report
     from nodus_cli.targets.base import NodeInfo, Pulls, Target
     from nodus_cli.targets.swarm.setup import NodeSetup

@@ -1,25 +1,22 @@
 """Run records: every run, its stages and tasks, costs and logs, under ``NODUS_HOME``.
 
-:mod:`~nodus_cli.records.store` is the persistence (the only module that knows the
-database and the state folder's files), :mod:`~nodus_cli.records.model` what a record
-holds, :mod:`~nodus_cli.records.logs` a run's output as JSON lines, and
-:mod:`~nodus_cli.records.history` the runtime measurements plans rank by.
+- :mod:`~nodus_cli.records.store`: the persistence, the one way in to the database and
+  the state folder's files; its tables are :mod:`~nodus_cli.records.schema`, how a record
+  maps onto a row :mod:`~nodus_cli.records.rows`, its reads :mod:`~nodus_cli.records.queries`;
+- :mod:`~nodus_cli.records.model`: what a record holds;
+- :mod:`~nodus_cli.records.logs`: a run's output as JSON lines;
+- :mod:`~nodus_cli.records.process`: who supervises a run, and whether it still lives;
+- :mod:`~nodus_cli.records.history`: the runtime measurements plans rank by, and
+  :mod:`~nodus_cli.records.keys` what they are keyed by.
 """
 
-from nodus_cli.records.history import config_key, fingerprint, runtime_lookup
+from nodus_cli.records.history import runtime_lookup
+from nodus_cli.records.keys import config_key, fingerprint
 from nodus_cli.records.logs import LogLine, LogWriter, Stream
 from nodus_cli.records.model import RunRecord, RunStatus, StageRecord, StageStatus, TaskRecord
-from nodus_cli.records.store import (
-    RunStore,
-    SpendRow,
-    StoreError,
-    hostname,
-    new_run_id,
-    now_iso,
-    open_store,
-    process_alive,
-    process_start,
-)
+from nodus_cli.records.process import hostname, process_alive, process_start
+from nodus_cli.records.queries import SpendRow
+from nodus_cli.records.store import RunStore, StoreError, new_run_id, now_iso, open_store
 
 __all__ = [
     "LogLine",

@@ -1,77 +1,26 @@
-"""Runtime measurements from the run records: what identifies "this workload", and how
-long it took on each configuration.
+"""Runtime measurements from the run records: how long this workload took on each
+configuration.
 
 A stage that succeeded on a configuration tells how long this workload takes there; the
 planner ranks by estimated cost (runtime x price) once every eligible configuration has
-such a measurement (:func:`runtime_lookup`).
+such a measurement (:func:`runtime_lookup`). The planner never opens the records: it is
+handed the lookup this module makes from the store's measurements
+(:meth:`~nodus_cli.records.store.RunStore.runtime_samples`), keyed as
+:mod:`~nodus_cli.records.keys` says.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nodus_cli.records.keys import config_key, machine_key
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
     from nodus_cli.planning.planner import RuntimeLookup
     from nodus_cli.records.store import RunStore
-    from nodus_cli.workload import Workload
 
-#: Requirements that change how long a stage takes; money and place limits do not.
-_RUNTIME_REQUIREMENTS = ("gpu", "gpu_count", "peak_memory_gb", "cpu", "memory_gb", "share_gpu")
-
-
-def fingerprint(workload: Workload) -> str:
-    """What identifies "this workload" for runtime measurements: what each stage runs.
-
-    The name, the budget, price limits, location and disk are left out: changing them does
-    not change how long a stage takes, so it must not throw the measurements away.
-    """
-    doc = []
-    for s in workload.stages:
-        stage: dict[str, Any] = {
-            "name": s.name,
-            "image": s.image,
-            "command": s.command,
-            "env": s.env,
-            "requirements": {
-                k: getattr(s.requirements, k)
-                for k in _RUNTIME_REQUIREMENTS
-                if k != "share_gpu" or s.requirements.share_gpu
-            },
-        }
-        if s.entrypoint is not None:
-            stage["entrypoint"] = s.entrypoint
-        if s.map is not None:
-            stage["items"] = len(s.map.items)
-        doc.append(stage)
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def config_key(offer: Offer) -> str:
-    """Runtimes compare across regions of one machine type, not across machine types."""
-    return f"{offer.supplier}|{offer.machine_id}|{offer.gpu or '-'}|{offer.gpu_count}"
-
-
-def config_key_of(config: dict[str, Any]) -> str:
-    """:func:`config_key` of a configuration saved as JSON (``Offer.as_json``)."""
-    return (
-        f"{config.get('supplier')}|{config.get('machine_id')}|{config.get('gpu') or '-'}|"
-        f"{config.get('gpu_count') or 0}"
-    )
-
-
-def _machine_key(offer: Offer) -> str:
-    """The key a CPU-only stage is recorded under on this machine, whatever GPUs it has.
-
-    A local run of a CPU-only workload does not ask the driver for GPUs, so it records
-    the machine without them; ``nodus plan --target local`` on a machine with GPUs lists
-    the machine with its GPUs. Within one workload fingerprint a stage is either a GPU
-    stage or not, so a GPU-less record of the same machine is that stage's runtime there.
-    """
-    return f"{offer.supplier}|{offer.machine_id}|-|0"
+__all__ = ["runtime_lookup"]
 
 
 def runtime_lookup(store: RunStore, workload_fingerprint: str) -> RuntimeLookup:
@@ -84,7 +33,7 @@ def runtime_lookup(store: RunStore, workload_fingerprint: str) -> RuntimeLookup:
     def lookup(stage: str, offer: Offer) -> float | None:
         found = medians.get((stage, config_key(offer)))
         if found is None and offer.gpu_count:
-            found = medians.get((stage, _machine_key(offer)))
+            found = medians.get((stage, machine_key(offer)))
         return found
 
     return lookup

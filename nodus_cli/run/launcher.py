@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 from nodus_cli import targets
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable, OverBudget
 from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runtime_lookup
-from nodus_cli.run.driver import Allowance, Outcome, Runner, Sink
+from nodus_cli.run.budget import Allowance
+from nodus_cli.run.driver import Outcome, Runner
+from nodus_cli.run.sink import Sink
 from nodus_cli.workload import Workload, from_json
 
 if TYPE_CHECKING:

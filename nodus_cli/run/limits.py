@@ -7,7 +7,7 @@ workload can raise (the planner applies it). The rules:
 1. **Periods** are the UTC calendar day and the UTC calendar month. The spend of a
    period is the recorded cost of every run *started* in it, whatever its status; a run
    still running counts with the running cost its supervisor records (every
-   :data:`nodus_cli.run.driver.COST_EVERY` seconds). A run started before midnight UTC counts
+   :data:`nodus_cli.run.budget.COST_EVERY` seconds). A run started before midnight UTC counts
    wholly in the day (and month) it started in.
 2. **Before a run starts** (:func:`check`, from :func:`nodus_cli.run.launcher.prepare`), for
    each configured limit, a run that costs something is refused (:class:`OverBudget`,
@@ -35,7 +35,7 @@ workload can raise (the planner applies it). The rules:
 
    **Overshoot.** A run notices that the runs together reached a limit at most
    :data:`LAG_SECONDS` (1.5 s) late: another run records its cost every
-   :data:`nodus_cli.run.driver.COST_EVERY` (0.5 s) when its driver wakes (every
+   :data:`nodus_cli.run.budget.COST_EVERY` (0.5 s) when its driver wakes (every
    :data:`nodus_cli.run.driver.TICK`, 0.25 s), this module re-reads the records every
    :data:`REFRESH_SECONDS` (0.5 s), and the driver checks every TICK (0.25 s). So the
    spend of a period can pass a limit by at most what the runs running together spend
@@ -61,14 +61,14 @@ if TYPE_CHECKING:
 
     from nodus_cli.planning.planner import Plan
     from nodus_cli.records import RunStore, SpendRow
-    from nodus_cli.run.driver import Allowance
+    from nodus_cli.run.budget import Allowance
     from nodus_cli.workload import Workload
 
 #: How often a running run re-reads the other runs' spend from the records (seconds).
 REFRESH_SECONDS = 0.5
 #: How late, at most, a run notices that the runs together reached a limit (seconds; see
-#: the module docstring): runner.COST_EVERY + runner.TICK (another run's record) +
-#: REFRESH_SECONDS (this cache) + runner.TICK (this run's check).
+#: the module docstring): budget.COST_EVERY + driver.TICK (another run's record) +
+#: REFRESH_SECONDS (this cache) + driver.TICK (this run's check).
 LAG_SECONDS = 1.5
 
 _ISO = "%Y-%m-%dT%H:%M:%S+00:00"
@@ -272,7 +272,7 @@ def _refuse_over(
 
 
 class Spending:
-    """The driver's allowance (:class:`nodus_cli.run.driver.Allowance`): what a run may still
+    """The driver's allowance (:class:`nodus_cli.run.budget.Allowance`): what a run may still
     spend before a spending limit, from the others' spend in the records.
 
     The driver asks several times a second; the others' spend is re-read at most every

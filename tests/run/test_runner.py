@@ -22,7 +22,8 @@ from nodus_cli.errors import NotRunnable
 from nodus_cli.planning.planner import Plan, StagePlan, no_history, plan_workload
 from nodus_cli.records import RunStatus, RunStore, StageStatus
 from nodus_cli.run import launcher
-from nodus_cli.run.driver import Outcome, Progress
+from nodus_cli.run.driver import Outcome
+from nodus_cli.run.sink import Progress
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,

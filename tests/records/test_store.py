@@ -1,4 +1,5 @@
-"""Run records (SQLite under NODUS_HOME): what is stored, read back, and used for plans."""
+"""The run store (SQLite under NODUS_HOME): what is recorded and read back, the folder's
+privacy, versions, and its failures in words."""
 
 from __future__ import annotations
 
@@ -13,53 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from records_support import make_offer, make_workload
 
 from nodus_cli import records
-from nodus_cli.catalog import Offer
 from nodus_cli.errors import NodusError
 from nodus_cli.records import RunStatus, RunStore, StageRecord, StageStatus, StoreError
-from nodus_cli.workload import Workload, from_json, load_text
-
-TWO_STAGES = """
-name = "rec"
-image = "nodus-test/busybox:1"
-command = "echo hi"
-env = { A = "1" }
-budget = 5.0
-gpu = "H100"
-gpu_count = 2
-peak_memory_gb = 80
-[requirements]
-cpu = 4
-[[stages]]
-name = "prep"
-[[stages]]
-name = "train"
-gpu = "H100"
-gpu_count = 2
-"""
-
-
-def _workload(text: str = TWO_STAGES) -> Workload:
-    result = load_text(text, "rec.toml")
-    assert result.workload is not None, result.problems
-    return result.workload
-
-
-def _offer(gpu: str | None = "H100", count: int = 8, machine: str = "box") -> Offer:
-    return Offer(
-        supplier="local",
-        machine_id=machine,
-        region="local",
-        gpu=gpu,
-        gpu_count=count,
-        gpu_memory_gb=80.0 if gpu else 0.0,
-        vcpus=16,
-        memory_gb=64.0,
-        disk_gb=100.0,
-        arch="x86_64",
-        price_per_hour=2.0,
-    )
 
 
 @pytest.fixture
@@ -68,7 +27,7 @@ def store(tmp_path: Path) -> RunStore:
 
 
 def test_a_run_is_recorded_with_its_stages(store: RunStore) -> None:
-    w = _workload()
+    w = make_workload()
     rec = store.create_run(w, "local", 2.0, "rec.toml")
     assert rec.status == RunStatus.PENDING
     assert [s.status for s in store.get(rec.id).stages] == ["pending", "pending"]
@@ -85,7 +44,7 @@ def test_a_run_is_recorded_with_its_stages(store: RunStore) -> None:
             ended_at="2025-01-01T00:00:10+00:00",
             runtime_seconds=10.0,
             cost=0.0056,
-            config=_offer(None, 0).as_json(),
+            config=make_offer(None, 0).as_json(),
             attempts=1,
         ),
     )
@@ -107,7 +66,7 @@ def test_a_run_is_recorded_with_its_stages(store: RunStore) -> None:
 
 
 def test_ids_are_found_by_unique_prefix(store: RunStore) -> None:
-    w = _workload()
+    w = make_workload()
     a = store.create_run(w, "local", 0.0, None, run_id="20250101-000000-aaaaaa")
     store.create_run(w, "local", 0.0, None, run_id="20250101-000000-aaabbb")
     assert store.get("20250101-000000-aaaaaa").id == a.id
@@ -122,14 +81,14 @@ def test_ids_are_found_by_unique_prefix(store: RunStore) -> None:
 
 
 def test_runs_are_listed_newest_first(store: RunStore) -> None:
-    w = _workload()
+    w = make_workload()
     ids = [store.create_run(w, "local", 0.0, None).id for _ in range(3)]
     assert [r.id for r in store.list_runs()] == ids[::-1]
     assert len(store.list_runs(limit=2)) == 2
 
 
 def test_a_running_stage_of_an_ended_run_takes_the_runs_end(store: RunStore) -> None:
-    w = _workload()
+    w = make_workload()
     rec = store.create_run(w, "local", 0.0, None)
     store.save_stage(
         rec.id, 1, StageRecord("train", StageStatus.RUNNING, None, gpu_uuids=["GPU-a"])
@@ -139,7 +98,7 @@ def test_a_running_stage_of_an_ended_run_takes_the_runs_end(store: RunStore) -> 
 
 
 def test_the_supervisor_is_claimed_with_its_host_and_start_time(store: RunStore) -> None:
-    rec = store.create_run(_workload(), "local", 0.0, None)
+    rec = store.create_run(make_workload(), "local", 0.0, None)
     store.claim(rec.id, os.getpid())
     got = store.get(rec.id)
     assert got.pid == os.getpid() and got.host == records.hostname()
@@ -153,7 +112,7 @@ def test_the_supervisor_is_claimed_with_its_host_and_start_time(store: RunStore)
 def test_the_state_folder_is_private(tmp_path: Path) -> None:
     home = tmp_path / "home"
     store = RunStore.open(home)
-    rec = store.create_run(_workload(), "local", 0.0, None)
+    rec = store.create_run(make_workload(), "local", 0.0, None)
     log = store.log_writer(rec.id)
     log.write("main", None, "stdout", "secret")
     log.close()
@@ -168,7 +127,7 @@ def test_an_existing_open_state_folder_is_made_private(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o755)
     home.chmod(0o755)
-    RunStore.open(home).create_run(_workload(), "local", 0.0, None)
+    RunStore.open(home).create_run(make_workload(), "local", 0.0, None)
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
 
 
@@ -207,24 +166,24 @@ def test_a_new_state_folder_opened_by_several_processes_at_once(tmp_path: Path) 
     for folder in folders:
         with sqlite3.connect(Path(folder) / "runs.sqlite3") as db:
             assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-            assert db.execute("PRAGMA user_version").fetchone()[0] == records.store.SCHEMA_VERSION
+            assert db.execute("PRAGMA user_version").fetchone()[0] == records.schema.SCHEMA_VERSION
 
 
 def test_records_of_the_first_version_are_brought_up_to_date(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     with sqlite3.connect(home / "runs.sqlite3") as db:
-        db.executescript(records.store._SCHEMA)
+        db.executescript(records.schema._SCHEMA)
         db.execute("PRAGMA user_version=1")
     store = RunStore.open(home)
     try:
-        run = store.create_run(_workload(), "local", 0.0, None)
+        run = store.create_run(make_workload(), "local", 0.0, None)
         store.claim(run.id, os.getpid())  # a version-2 column: host and process start
         assert store.get(run.id).pid == os.getpid()
     finally:
         store.close()
     with sqlite3.connect(home / "runs.sqlite3") as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == records.store.SCHEMA_VERSION
+        assert db.execute("PRAGMA user_version").fetchone()[0] == records.schema.SCHEMA_VERSION
         assert {"host", "pid_start", "stop_requested"} <= {
             row[1] for row in db.execute("PRAGMA table_info(runs)")
         }
@@ -245,14 +204,14 @@ def test_a_damaged_database_is_named_with_how_to_set_it_aside(tmp_path: Path) ->
 def test_a_read_only_home_still_lists_its_runs(tmp_path: Path) -> None:
     home = tmp_path / "home"
     store = RunStore.open(home)
-    rec = store.create_run(_workload(), "local", 0.0, None)
+    rec = store.create_run(make_workload(), "local", 0.0, None)
     store.close()
     home.chmod(0o500)
     try:
         again = RunStore.open(home)
         assert again.read_only and [r.id for r in again.list_runs()] == [rec.id]
         with pytest.raises(StoreError, match="read-only"):
-            again.create_run(_workload(), "local", 0.0, None)
+            again.create_run(make_workload(), "local", 0.0, None)
     finally:
         home.chmod(0o700)
 
@@ -263,106 +222,6 @@ def test_a_full_disk_is_named_as_such() -> None:
     error = _explain(sqlite3.OperationalError("database or disk is full"), Path("/h/runs.sqlite3"))
     assert error.message == "no space left on the disk holding the nodus records (/h/runs.sqlite3)"
     assert error.hint is not None and "free some space" in error.hint
-
-
-def test_the_log_is_json_lines_and_a_partial_last_line_waits(store: RunStore) -> None:
-    rec = store.create_run(_workload(), "local", 0.0, None)
-    log = store.log_writer(rec.id)
-    log.write("prep", None, "stdout", "one")
-    log.write("train", 3, "stderr", "two")
-    log.close()
-    path = store.root / "logs" / f"{rec.id}.jsonl"
-    with path.open("a") as handle:
-        handle.write('{"time": "t", "stage": "x", "text": "unfin')
-    lines, offset = store.read_log(rec.id)
-    assert [(line.stage, line.item, line.stream, line.text) for line in lines] == [
-        ("prep", None, "stdout", "one"),
-        ("train", 3, "stderr", "two"),
-    ]
-    with path.open("a") as handle:
-        handle.write('ished"}\n')
-    more, _ = store.read_log(rec.id, offset)
-    assert [line.text for line in more] == ["unfinished"]
-
-
-def test_the_log_stops_before_the_disk_is_full(
-    store: RunStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from nodus_cli.records import logs
-
-    rec = store.create_run(_workload(), "local", 0.0, None)
-    log = store.log_writer(rec.id)
-    log.write("main", None, "stdout", "kept")
-    monkeypatch.setattr(logs, "_free_bytes", lambda path: 10)
-    for i in range(200):
-        log.write("main", None, "stdout", f"line {i}")
-    assert not log.complete and "nearly" in (log.problem or "")
-    lines, _ = store.read_log(rec.id)
-    assert lines[0].text == "kept" and "the log ends here" in lines[-1].text
-
-
-def _succeed(store: RunStore, w: Workload, stage: int, offer: Offer, seconds: float) -> None:
-    rec = store.create_run(w, "local", offer.price_per_hour, None)
-    store.save_stage(
-        rec.id,
-        stage,
-        StageRecord(
-            w.stages[stage].name,
-            StageStatus.SUCCEEDED,
-            0,
-            runtime_seconds=seconds,
-            config=offer.as_json(),
-        ),
-    )
-    store.finish_run(rec.id, RunStatus.SUCCEEDED, 0, 0.0)
-
-
-def test_runtime_lookup_is_the_median_of_succeeded_stages_per_configuration(
-    store: RunStore,
-) -> None:
-    w = _workload()
-    h100 = _offer()
-    for seconds in (10.0, 30.0, 20.0):
-        _succeed(store, w, 1, h100, seconds)
-    lookup = records.runtime_lookup(store, records.fingerprint(w))
-    assert lookup("train", h100) == 20.0
-    assert lookup("train", _offer(count=4)) is None  # another configuration
-    assert lookup("prep", h100) is None
-    other = _workload(TWO_STAGES.replace('"echo hi"', '"echo other"'))
-    assert records.runtime_lookup(store, records.fingerprint(other))("train", h100) is None
-
-
-def test_a_cpu_only_stage_measured_without_gpus_counts_on_the_same_machine(
-    store: RunStore,
-) -> None:
-    """A local CPU-only run does not ask the driver, so it records the machine GPU-less;
-    `plan --target local` lists the machine with its GPUs. Same machine, same stage."""
-    w = _workload()
-    _succeed(store, w, 0, _offer(None, 0), 12.0)
-    lookup = records.runtime_lookup(store, records.fingerprint(w))
-    assert lookup("prep", _offer("H100", 8)) == 12.0
-    assert lookup("prep", _offer("H100", 8, machine="elsewhere")) is None
-
-
-def test_the_fingerprint_ignores_money_and_place_but_not_what_runs() -> None:
-    w = _workload()
-    limits = _workload(
-        TWO_STAGES.replace("budget = 5.0", "budget = 99.0").replace(
-            "cpu = 4", 'cpu = 4\nlocation = "eu"\nmax_price_per_hour = 50.0'
-        )
-    )
-    assert records.fingerprint(limits) == records.fingerprint(w)
-    other_command = _workload(TWO_STAGES.replace("echo", "echo -n", 1))
-    assert records.fingerprint(other_command) != records.fingerprint(w)
-
-
-def test_the_fingerprint_ignores_the_name_and_survives_a_round_trip() -> None:
-    w = _workload()
-    renamed = _workload(TWO_STAGES.replace('name = "rec"', 'name = "other"'))
-    assert records.fingerprint(w) == records.fingerprint(renamed)
-    again = from_json(json.loads(json.dumps(w.as_json())))
-    assert again.as_json() == w.as_json()
-    assert records.fingerprint(again) == records.fingerprint(w)
 
 
 @pytest.fixture

@@ -1,0 +1,170 @@
+"""The store's reads: runs by id, the newest and the active ones, a stage's tasks, and the
+queries the planner and the spending limits ask (runtimes, spending, money spent).
+
+Contract: each function reads through the connection it is handed and returns records
+(:mod:`~nodus_cli.records.model`) or small frozen rows (:class:`SpendRow`); none writes.
+The connection, its failures and a store that does not exist yet are the caller's
+(:class:`~nodus_cli.records.store.RunStore`, whose methods are the public way in).
+
+Why apart from the store: the store is about keeping records safely (the folder, the
+connection, transactions, writes); what is asked of them grows with every command and
+limit, and reads better on its own.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from nodus_cli.errors import UsageError
+from nodus_cli.records.model import RunRecord, RunStatus, TaskRecord
+from nodus_cli.records.rows import RUNS, STAGES, TASKS
+
+__all__ = [
+    "SpendRow",
+    "active",
+    "get",
+    "recent",
+    "runtime_samples",
+    "spending",
+    "spent",
+    "stop_requested",
+    "tasks",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SpendRow:
+    """One run's spending, for ``nodus spend`` and the spending limits."""
+
+    id: str
+    workload: str
+    target: str
+    status: RunStatus
+    started_at: str
+    cost: float
+    budget: float | None
+    #: The price per hour the run was recorded with (0: its target charges nothing).
+    price_per_hour: float = 0.0
+    #: Its place in the order runs were recorded in (SQLite serializes the inserts):
+    #: ``started_at`` has whole seconds, and ids of one second sort by their random part.
+    recorded: int = 0
+
+
+def stop_requested(db: sqlite3.Connection, run_id: str) -> bool:
+    row = db.execute("SELECT stop_requested FROM runs WHERE id=?", (run_id,)).fetchone()
+    return bool(row and row[0])
+
+
+def recent(db: sqlite3.Connection, limit: int) -> list[RunRecord]:
+    """The ``limit`` runs started last, newest first."""
+    rows = db.execute(
+        f"SELECT {RUNS.select} FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [_run(db, row) for row in rows]
+
+
+def active(db: sqlite3.Connection) -> list[RunRecord]:
+    """Runs still pending or running, and ended runs whose clean-up is pending."""
+    rows = db.execute(
+        f"SELECT {RUNS.select} FROM runs WHERE status IN (?, ?) OR cleanup_pending=1",
+        (str(RunStatus.PENDING), str(RunStatus.RUNNING)),
+    ).fetchall()
+    return [_run(db, row) for row in rows]
+
+
+def get(db: sqlite3.Connection, run_id: str, with_tasks: bool = False) -> RunRecord:
+    """The run whose id is ``run_id`` or starts with it (UsageError otherwise)."""
+    rows = db.execute(
+        f"SELECT {RUNS.select} FROM runs WHERE substr(id, 1, ?) = ? ORDER BY started_at DESC",
+        (len(run_id), run_id),
+    ).fetchall()
+    exact = [r for r in rows if r[0] == run_id]
+    if exact:
+        rows = exact
+    if not rows:
+        raise UsageError(f"no run {run_id!r}", hint="`nodus runs` lists the recorded runs")
+    if len(rows) > 1:
+        ids = ", ".join(r[0] for r in rows[:5])
+        raise UsageError(f"{run_id!r} matches several runs ({ids}); give more of the id")
+    return _run(db, rows[0], with_tasks)
+
+
+def _run(db: sqlite3.Connection, row: tuple[Any, ...], with_tasks: bool = False) -> RunRecord:
+    """A run's record with its stages: each fan-out stage's task counts, and with
+    ``with_tasks`` its tasks."""
+    record = RUNS.record(row)
+    for idx, *columns in db.execute(
+        f"SELECT idx, {STAGES.select} FROM stages WHERE run_id = ? ORDER BY idx",
+        (record.id,),
+    ).fetchall():
+        stage = STAGES.record(columns)
+        counts = db.execute(
+            "SELECT status, COUNT(*) FROM tasks WHERE run_id=? AND stage_idx=? GROUP BY status",
+            (record.id, idx),
+        ).fetchall()
+        stage.task_counts = {str(k): int(n) for k, n in counts}
+        if with_tasks and counts:
+            stage.tasks = tasks(db, record.id, idx)
+        record.stages.append(stage)
+    return record
+
+
+def tasks(db: sqlite3.Connection, run_id: str, stage_idx: int) -> list[TaskRecord]:
+    """Every task of a fan-out stage, in item order."""
+    return [
+        TASKS.record(row)
+        for row in db.execute(
+            f"SELECT {TASKS.select} FROM tasks WHERE run_id=? AND stage_idx=? ORDER BY idx",
+            (run_id, stage_idx),
+        )
+    ]
+
+
+def runtime_samples(db: sqlite3.Connection, fingerprint: str) -> list[tuple[str, str, float]]:
+    """(stage, configuration key, seconds) of every succeeded stage of a workload."""
+    rows = db.execute(
+        "SELECT s.name, s.config_key, s.runtime_seconds FROM stages s "
+        "JOIN runs r ON r.id = s.run_id WHERE r.fingerprint = ? "
+        "AND s.status = 'succeeded' AND s.runtime_seconds IS NOT NULL "
+        "AND s.config_key IS NOT NULL",
+        (fingerprint,),
+    ).fetchall()
+    return [(str(n), str(k), float(sec)) for n, k, sec in rows]
+
+
+def spending(db: sqlite3.Connection, since: str) -> list[SpendRow]:
+    """Every run started at or after ``since`` (ISO 8601), with its cost so far."""
+    rows = db.execute(
+        "SELECT id, workload, target, status, started_at, cost, budget, price_per_hour, "
+        "rowid FROM runs WHERE started_at >= ? ORDER BY started_at, id",
+        (since,),
+    ).fetchall()
+    return [
+        SpendRow(
+            r[0],
+            r[1],
+            r[2],
+            RunStatus(r[3]),
+            r[4],
+            float(r[5] or 0.0),
+            r[6],
+            float(r[7] or 0),
+            int(r[8]),
+        )
+        for r in rows
+    ]
+
+
+def spent(db: sqlite3.Connection, since: str, until: str, exclude: str | None = None) -> float:
+    """The recorded cost (running runs: so far) of every run started in ``[since,
+    until)`` (ISO 8601), the run ``exclude`` left out: one cheap query, for a spending
+    limit checked while a run runs."""
+    row = db.execute(
+        "SELECT COALESCE(SUM(cost), 0) FROM runs WHERE started_at >= ? "
+        "AND started_at < ? AND id != ?",
+        (since, until, exclude or ""),
+    ).fetchone()
+    return float(row[0] or 0.0)

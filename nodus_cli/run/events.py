@@ -1,0 +1,114 @@
+"""What running tasks tell the loop: the context a target is handed, and the events it
+puts on the loop's queue.
+
+Contract: a target reports through :class:`Context` (the driver's implementation of
+:class:`~nodus_cli.targets.base.TaskContext`), from any thread. Status lines and output
+go straight to the run's output (both are thread-safe); the steps of a task's life
+(submitted, waiting, started) and its end become an :data:`Event` on one queue that only
+the loop's thread reads, so every record and every decision is made in one thread, in
+the order things happened.
+
+Why the events are types, not strings: :data:`Event` is a closed union, each kind with
+its own payload; the loop matches on it, and mypy says where a new kind is not handled.
+"""
+
+from __future__ import annotations
+
+import queue
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+from nodus_cli.records.logs import Stream
+from nodus_cli.targets.base import OutputStream, Started, Task, TaskEnd
+
+__all__ = [
+    "Began",
+    "Context",
+    "Ended",
+    "Event",
+    "Raised",
+    "Reporter",
+    "Submitted",
+    "Waiting",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """The task holds its place on the target (a container created, a service submitted)."""
+
+    task: Task
+    note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Still not running, and why."""
+
+    task: Task
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Began:
+    """The task runs: its cost counts from ``at`` (the driver's monotonic clock)."""
+
+    task: Task
+    info: Started
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """The target's ``run_task`` returned: how the task ended."""
+
+    task: Task
+    end: TaskEnd
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """The target's ``run_task`` raised: carried to the loop, which decides."""
+
+    task: Task
+    error: BaseException
+
+
+Event = Submitted | Waiting | Began | Ended | Raised
+
+
+class Reporter(Protocol):
+    """Where a task's status lines and output go (the run's log and sink)."""
+
+    def say(self, message: str, stage: str | None = None, item: int | None = None) -> None: ...
+
+    def emit(self, stage: str, item: int | None, stream: Stream, text: str) -> None: ...
+
+
+class Context:
+    """What a task is handed (:class:`~nodus_cli.targets.base.TaskContext`)."""
+
+    def __init__(self, task: Task, reporter: Reporter, events: queue.Queue[Event]) -> None:
+        self.task = task
+        self.reporter = reporter
+        self.events = events
+
+    def say(self, message: str) -> None:
+        self.reporter.say(message, self.task.stage.name, self._item)
+
+    def emit(self, stream: OutputStream, text: str) -> None:
+        self.reporter.emit(self.task.stage.name, self._item, stream, text)
+
+    def submitted(self, note: str | None = None) -> None:
+        self.events.put(Submitted(self.task, note))
+
+    def waiting(self, message: str) -> None:
+        self.events.put(Waiting(self.task, message))
+
+    def started(self, info: Started) -> None:
+        self.events.put(Began(self.task, info, time.monotonic()))
+
+    @property
+    def _item(self) -> int | None:
+        return self.task.item.index if self.task.item is not None else None
