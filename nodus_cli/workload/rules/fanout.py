@@ -26,6 +26,8 @@ __all__ = ["MAX_OVER_BYTES", "map_spec"]
 #: A ``[map] over`` file is read when the workload is validated: at most this many bytes.
 MAX_OVER_BYTES = 16 * 1024 * 1024
 
+_SPLIT = "split the inputs over several workloads or runs"
+
 
 def map_spec(report: Report, raw: Any, key: Key) -> MapSpec | None:
     table = "[stages.map]" if key[0] == "stages" else "[map]"
@@ -72,11 +74,7 @@ def _map_items(report: Report, raw: Any, key: Key, table: str) -> list[str] | No
         report.error(key, f"is empty: list at least one item, or remove {table}")
         return None
     if len(raw) > MAX_MAP_ITEMS:
-        report.error(
-            key,
-            f"has {len(raw):,} items; a [map] runs at most {MAX_MAP_ITEMS:,}: split the "
-            "inputs over several workloads or runs",
-        )
+        report.error(key, _too_many("has", len(raw)))
         return None
     items: list[str] = []
     ok = True
@@ -118,8 +116,7 @@ def _map_over(report: Report, raw: Any, key: Key) -> list[str] | None:
         if info.st_size > MAX_OVER_BYTES:
             report.error(
                 key,
-                f"{named} is {info.st_size:,} bytes; an over file holds at most 16 MiB: "
-                "split the inputs over several workloads or runs",
+                f"{named} is {info.st_size:,} bytes; an over file holds at most 16 MiB: {_SPLIT}",
             )
             return None
         with open(path, "rb") as handle:
@@ -150,11 +147,7 @@ def _map_over(report: Report, raw: Any, key: Key) -> list[str] | None:
         report.error(key, f"{named} holds no items: every line is empty; write one input per line")
         return None
     if len(items) > MAX_MAP_ITEMS:
-        report.error(
-            key,
-            f"{named} holds {len(items):,} items; a [map] runs at most {MAX_MAP_ITEMS:,}: "
-            "split the inputs over several workloads or runs",
-        )
+        report.error(key, _too_many(f"{named} holds", len(items)))
         return None
     return items
 
@@ -191,3 +184,8 @@ def _parallel(report: Report, raw: Any, key: Key) -> int | None:
         )
         return None
     return raw
+
+
+def _too_many(subject: str, count: int) -> str:
+    """The error for more inputs than a ``[map]`` runs (``subject``: what holds them)."""
+    return f"{subject} {count:,} items; a [map] runs at most {MAX_MAP_ITEMS:,}: {_SPLIT}"

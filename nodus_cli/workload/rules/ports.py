@@ -92,22 +92,17 @@ def _port_string(report: Report, raw: str, key: Key) -> Port | None:
         protocol = written
     host_ip: str | None = None
     if text.startswith("["):
+        bracketed = f'"{shown}" is not a port: write "[IPv6]:HOST:CONTAINER", e.g. "[::1]:8080:80"'
         end = text.find("]")
         if end < 0 or not text.startswith(":", end + 1):
-            report.error(
-                key,
-                f'"{shown}" is not a port: write "[IPv6]:HOST:CONTAINER", e.g. "[::1]:8080:80"',
-            )
+            report.error(key, bracketed)
             return None
         host_ip = _host_ip(report, text[1:end], key, shown)
         if host_ip is None:
             return None
         parts = text[end + 2 :].split(":")
         if len(parts) != 2:
-            report.error(
-                key,
-                f'"{shown}" is not a port: write "[IPv6]:HOST:CONTAINER", e.g. "[::1]:8080:80"',
-            )
+            report.error(key, bracketed)
             return None
     else:
         parts = text.split(":")
