@@ -14,9 +14,9 @@ from typing import Any
 from nodus_cli.hardware import gpus
 from nodus_cli.workload.hints import (
     MAX_NAME,
-    MODEL_AND_COUNT,
     generic_gpu_message,
     machine_message,
+    model_and_count,
     tpu_message,
 )
 from nodus_cli.workload.model import ALLOWED_COUNTS
@@ -86,7 +86,7 @@ def _variant_message(table: gpus.GpuTable, raw: str) -> str | None:
 
 def _count_message(table: gpus.GpuTable, raw: str) -> str | None:
     """``"H100:8"``, ``"8x H100"``: a model and a count in one string."""
-    for pattern in MODEL_AND_COUNT:
+    for pattern in model_and_count():
         m = pattern.match(raw)
         if m is None:
             continue

@@ -9,6 +9,7 @@ nothing about the values; the rule modules beside it do.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -145,7 +146,5 @@ def _closest(key: str, spelled: str, pool: Sequence[str]) -> str | None:
     """The allowed key closest to ``spelled`` (``key`` as written), if one is close."""
     if len(key) > MAX_NAME:  # no one misspells a key this long
         return None
-    import difflib  # only for an unknown key: not part of validating a good file
-
     close = difflib.get_close_matches(spelled, pool, n=1, cutoff=0.6)
     return close[0] if close else None
