@@ -99,6 +99,8 @@ def normalize(
 def _workload(
     report: Report, doc: dict[str, Any], default_name: str, mapping_wins: bool
 ) -> Workload:
+    """The top level of the file, then its stages. The order of the calls is the order of
+    the problems that share a line (an inline table): keep it."""
     keys.check(report, doc, (), TOP_LEVEL_KEYS, where="top")
     nested_raw = doc.get("requirements", {})
     if not isinstance(nested_raw, dict):

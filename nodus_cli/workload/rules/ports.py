@@ -32,6 +32,7 @@ _PORT_NUMBER = re.compile(r"[0-9]{1,5}")
 
 
 def ports(report: Report, table: dict[str, Any], prefix: Key) -> list[tuple[Port, Key]]:
+    """The ``ports`` of one level (workload or stage), each with its key path."""
     if "ports" not in table:
         return []
     raw, key = table["ports"], (*prefix, "ports")
