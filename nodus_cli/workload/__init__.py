@@ -1,4 +1,5 @@
-"""The workload: the file's rules (normalizer), the normalized data (model), the hints for
+"""The workload: the file's rules (the normalizer, composing one rule module per subject in
+``rules/``, reporting to one ``report``), the normalized data (model), the hints for
 spellings from other tools, and the workload written back as a file (document).
 
 Data flows one way: a TOML document or the Python API's keyword arguments go through

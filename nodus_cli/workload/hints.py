@@ -18,22 +18,9 @@ from nodus_cli.workload.tomlsource import Key
 #: Longer text is never a name, and regular expressions stay cheap on it.
 MAX_NAME = 64
 _MAX_NUMBER = 2**63
-MODEL_AND_COUNT = (
-    re.compile(r"^\s*(?P<name>[A-Za-z0-9 _.\-]+?)\s*[:x×*]\s*(?P<count>\d{1,3})\s*$", re.I),
-    re.compile(r"^\s*(?P<count>\d{1,3})\s*[x×*]?\s*(?P<name>[A-Za-z][A-Za-z0-9 _.\-]*?)\s*$", re.I),
-)
-_SIZE_SPEC = re.compile(r"^\s*(\d{1,12}(?:\.\d{1,12})?)\s*(gib|gb|g|mib|mb|tib|tb)?\s*$", re.I)
-_TPU = re.compile(
-    r"^\s*(?:google[\s_-]*)?(?:cloud[\s_-]*)?tpu\b|^\s*tpu[\s_-]*v?\d"
-    r"|^\s*v[2-7](?:e|p|lite|litepod|pod)?(?:-\d+)?\s*$",
-    re.I,
-)
 #: Words that are no model: "gpu", "any" ... (compared after gpus.normalize).
 GENERIC_GPU_WORDS = frozenset(
     {"", "gpu", "gpus", "anygpu", "any", "auto", "default", "cuda", "nvidiagpu", "*", "true"}
-)
-_MACHINE_LIKE = re.compile(
-    r"\d+xlarge|\.\d*x?large|standard|highgpu|megagpu|ultragpu|^[a-z]\d[a-z]*\.", re.I
 )
 
 _MOUNTS = 'mounts are "SOURCE:TARGET[:ro]" strings, e.g. mounts = ["./data:/data:ro"]'
@@ -174,9 +161,46 @@ def _machines() -> dict[str, list[tuple[str, str | None, int, float]]]:
     return found
 
 
+# The patterns below read values that are already wrong, so they are compiled on first use:
+# compiling them all costs `nodus validate` about a millisecond of start-up, for good files
+# that never need them.
+
+
+@cache
+def model_and_count() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """``"H100:8"``, ``"8x H100"``: a model and a count in one string."""
+    return (
+        re.compile(r"^\s*(?P<name>[A-Za-z0-9 _.\-]+?)\s*[:x×*]\s*(?P<count>\d{1,3})\s*$", re.I),
+        re.compile(
+            r"^\s*(?P<count>\d{1,3})\s*[x×*]?\s*(?P<name>[A-Za-z][A-Za-z0-9 _.\-]*?)\s*$", re.I
+        ),
+    )
+
+
+@cache
+def _size_spec() -> re.Pattern[str]:
+    return re.compile(r"^\s*(\d{1,12}(?:\.\d{1,12})?)\s*(gib|gb|g|mib|mb|tib|tb)?\s*$", re.I)
+
+
+@cache
+def _tpu() -> re.Pattern[str]:
+    return re.compile(
+        r"^\s*(?:google[\s_-]*)?(?:cloud[\s_-]*)?tpu\b|^\s*tpu[\s_-]*v?\d"
+        r"|^\s*v[2-7](?:e|p|lite|litepod|pod)?(?:-\d+)?\s*$",
+        re.I,
+    )
+
+
+@cache
+def _machine_like() -> re.Pattern[str]:
+    return re.compile(
+        r"\d+xlarge|\.\d*x?large|standard|highgpu|megagpu|ultragpu|^[a-z]\d[a-z]*\.", re.I
+    )
+
+
 def tpu_message(raw: str) -> str | None:
     """``tpu-v4-8``, ``"TPU v5e"``, ``v5litepod-8``: Google TPUs, which nodus does not run."""
-    if len(raw) > MAX_NAME or _TPU.search(raw) is None:
+    if len(raw) > MAX_NAME or _tpu().search(raw) is None:
         return None
     return (
         f'"{raw}" names a TPU, and nodus runs GPUs, not TPUs: write a GPU '
@@ -222,7 +246,7 @@ def machine_message(raw: str) -> str | None:
             f"{', '.join(shown)}{more}: write the model and count you need, e.g. "
             f'gpu = "{gpu}", gpu_count = {count}'
         )
-    if _MACHINE_LIKE.search(raw):
+    if _machine_like().search(raw):
         return (
             f'"{raw}" looks like a machine ID, not a GPU model: write the model it carries, '
             'e.g. gpu = "A100", with gpu_count'
@@ -243,7 +267,7 @@ def foreign_fix(key: str, value: Any) -> str:
     number = _number_text(value)
     if key in ("accelerators", "accelerator", "gpus") and isinstance(value, str):
         table = gpus.table()
-        for pattern in MODEL_AND_COUNT:
+        for pattern in model_and_count():
             m = pattern.match(value) if len(value) <= MAX_NAME else None
             if m:
                 family = table.lookup(m.group("name"))
@@ -276,7 +300,7 @@ def foreign_fix(key: str, value: Any) -> str:
 
 
 def unquote_fix(raw: str, key: Key) -> str:
-    m = _SIZE_SPEC.match(raw) if len(raw) <= MAX_NAME else None
+    m = _size_spec().match(raw) if len(raw) <= MAX_NAME else None
     if not m:
         return ""
     number = float(m.group(1))

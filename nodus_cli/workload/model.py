@@ -63,6 +63,8 @@ RESERVED_ENV = (
     "NODUS_ITEM_INDEX",
     "NODUS_ITEM_COUNT",
 )
+#: The keys of a ``[map]`` table.
+MAP_KEYS = ("items", "over", "parallel")
 #: At most this many items in one ``[map]``.
 MAX_MAP_ITEMS = 100_000
 

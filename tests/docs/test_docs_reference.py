@@ -37,7 +37,7 @@ from nodus_cli.workload import (
     load_text,
 )
 from nodus_cli.workload.hints import FOREIGN_KEYS, MAP_FOREIGN_KEYS, UNSUPPORTED_KEYS
-from nodus_cli.workload.runkeys import MAP_KEYS
+from nodus_cli.workload.model import MAP_KEYS
 from paths import DOCS
 
 WORKLOAD_PAGE = (DOCS / "workload.md").read_text("utf-8")

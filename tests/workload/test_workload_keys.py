@@ -24,7 +24,9 @@ from nodus_cli.workload import (
     normalize,
     to_toml,
 )
-from nodus_cli.workload.runkeys import MAX_OVER_BYTES, MAX_PROBLEMS, WORK_DIR
+from nodus_cli.workload.report import MAX_PROBLEMS
+from nodus_cli.workload.rules.fanout import MAX_OVER_BYTES
+from nodus_cli.workload.rules.mounts import WORK_DIR
 
 IMAGE = 'image = "img:1"\n'
 
@@ -759,7 +761,7 @@ def test_memory_below_docker_s_minimum() -> None:
 def test_the_smallest_cpu_gets_more_than_docker_s_memory_minimum() -> None:
     # Without memory_gb a container gets 2 GiB per CPU: the smallest accepted cpu gives
     # 20 MiB, above Docker's 6 MB, so no cpu that validates can fall below it.
-    from nodus_cli.workload.normalizer import MIN_CPU, MIN_MEMORY_GB
+    from nodus_cli.workload.rules.requirements import MIN_CPU, MIN_MEMORY_GB
 
     assert MIN_CPU * 2 * 1024**3 > MIN_MEMORY_GB * 1000**3
 

@@ -1,0 +1,155 @@
+"""The report of one workload document: every problem the rules find, where it was written.
+
+Contract: a rule reports through :class:`Report` and never raises for bad input. Each
+problem carries its key path (shown as ``stages[0].mounts[1]``) and, when the document came
+from a file, its line; text from the file is shown with control characters escaped, so a
+problem is always one printable line. A document reports at most :data:`MAX_PROBLEMS`
+errors and as many warnings: a 1 MiB file of mistakes stays fast, and a report longer than
+that is never read to its end; the rest are counted in one closing problem.
+:meth:`Report.ordered` gives the problems by line, those without a line last, each line's
+in the order the rules found them.
+
+The report also knows where the document is: its name as shown (``path``) and its folder
+(``base_dir``), against which relative host paths resolve. :func:`clip` and :func:`toml`
+are how a rule echoes a value the user wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from nodus_cli.errors import Problem, Severity
+from nodus_cli.text import plural, safe
+from nodus_cli.workload.hints import MAX_NAME
+from nodus_cli.workload.tomlsource import Key, LineIndex, display_key
+
+__all__ = ["MAX_PROBLEMS", "Report", "clip", "toml"]
+
+#: A document reports at most this many errors, and as many warnings; the rest are counted
+#: in one last problem.
+MAX_PROBLEMS = 1000
+
+_T = TypeVar("_T")
+
+
+class Report:
+    """The problems of one document, in the order the rules found them."""
+
+    __slots__ = ("base_dir", "hidden", "lines", "path", "problems", "shown")
+
+    def __init__(self, lines: LineIndex | None, path: str, base_dir: Path) -> None:
+        self.lines = lines
+        self.path = path
+        self.base_dir = base_dir
+        self.problems: list[Problem] = []
+        self.shown: dict[Severity, int] = {"error": 0, "warning": 0}
+        self.hidden: dict[Severity, int] = {"error": 0, "warning": 0}
+
+    def error(self, key: Key, message: str) -> None:
+        self._add(key, message, "error")
+
+    def warn(self, key: Key, message: str) -> None:
+        self._add(key, message, "warning")
+
+    @property
+    def full(self) -> bool:
+        """Whether no more errors are shown: a rule may skip work that only builds one and
+        call :meth:`skip` instead."""
+        return self.shown["error"] >= MAX_PROBLEMS
+
+    def skip(self) -> None:
+        """Count one more error past the limit, without its message (only when :attr:`full`)."""
+        self.hidden["error"] += 1
+
+    def _add(self, key: Key, message: str, severity: Severity) -> None:
+        if self.shown[severity] >= MAX_PROBLEMS:
+            self.hidden[severity] += 1
+            return
+        self.shown[severity] += 1
+        loc = safe(display_key(key), newlines=False)
+        self.problems.append(Problem(loc, safe(message, newlines=False), severity, self.line(key)))
+
+    def line(self, key: Key) -> int | None:
+        return self.lines.line_of(key) if self.lines is not None else None
+
+    def at_line(self, key: Key) -> str:
+        """`` (line 7)`` when the key's line is known, else nothing."""
+        line = self.line(key)
+        return f" (line {line})" if line is not None else ""
+
+    def origin(self, key: Key) -> str:
+        """``train.toml:7: mounts[0]``: where a value was written, for messages at run time."""
+        line = self.line(key)
+        where = f"{self.path}:{line}" if line is not None else self.path
+        return f"{where}: {display_key(key)}"
+
+    def unique(
+        self,
+        inherited: list[tuple[_T, Key]],
+        own: list[tuple[_T, Key]],
+        claim: Callable[[_T], object],
+        clash: Callable[[_T, str], str],
+    ) -> tuple[_T, ...]:
+        """The items of both lists; an ``own`` item whose ``claim`` (a container path, a host
+        port) an earlier item holds is an error at its key, worded by ``clash(item, other)``
+        where ``other`` names the earlier item's key and line."""
+        if not own:  # the common case: nothing of this level's own to check
+            return tuple(item for item, _ in inherited) if inherited else ()
+        seen = {claim(item): key for item, key in inherited}
+        for item, key in own:
+            other = seen.setdefault(claim(item), key)
+            if other != key and self.full:
+                self.skip()  # only counted: skip building the message
+            elif other != key:
+                self.error(key, clash(item, f"{display_key(other)}{self.at_line(other)}"))
+        return tuple(item for item, _ in (*inherited, *own))
+
+    def ordered(self) -> list[Problem]:
+        """The problems by line (those without one last), then the count of those left out."""
+        problems = sorted(self.problems, key=lambda p: (p.line is None, p.line or 0))
+        left_out = self._left_out()
+        if left_out is not None:
+            problems.append(left_out)
+        return problems
+
+    def _left_out(self) -> Problem | None:
+        """The problems past :data:`MAX_PROBLEMS`, counted in one problem."""
+        errors, warnings = self.hidden["error"], self.hidden["warning"]
+        if not errors and not warnings:
+            return None
+        counts = " and ".join(
+            plural(n, f"more {word}", grouped=True)
+            for n, word in ((errors, "error"), (warnings, "warning"))
+            if n
+        )
+        return Problem(
+            "",
+            f"{counts} not shown: nodus reports the first {MAX_PROBLEMS:,} errors and "
+            f"{MAX_PROBLEMS:,} warnings of a file; fix these and validate again",
+            "error" if errors else "warning",
+        )
+
+
+def toml(value: Any, quoted: bool = False) -> str:
+    """A value as it would be written in TOML (``quoted``: as a string)."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, float):
+        text = f"{value:g}" if math.isfinite(value) else str(value)
+    elif isinstance(value, int | str):
+        text = str(value)
+    else:
+        return '"..."'
+    if quoted or isinstance(value, str):
+        return json.dumps(clip(text), ensure_ascii=False)
+    return text
+
+
+def clip(text: str, limit: int = MAX_NAME) -> str:
+    """A value echoed in a message, cut to ``limit`` characters (a message stays readable
+    whatever the file holds)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,99 @@
+"""The rules every key's value shares: a string, an image reference, a quantity.
+
+Contract: each function reads one key of a table, reports what is wrong at that key, and
+returns the normalized value, or None when the key is absent or wrong (a wrong value is
+never replaced by a guess, so a report shows each mistake once).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from nodus_cli.workload.hints import unquote_fix
+from nodus_cli.workload.report import Report, clip, toml
+from nodus_cli.workload.tomlsource import Key
+
+__all__ = ["MAX_NUMBER", "NUL_CHARACTER", "image", "number", "positive", "quantity", "string"]
+
+#: The error for a string with a NUL character (no process argument or path can hold one).
+NUL_CHARACTER = "must not contain a NUL character (\\u0000)"
+#: Integers from here on are not quantities (TOML's own limit is 2**63 - 1).
+MAX_NUMBER = 2**63
+
+_WHITESPACE = re.compile(r"\s")
+
+
+def string(report: Report, table: dict[str, Any], key: Key) -> str | None:
+    """``key[-1]`` of ``table``: a non-empty string without NUL."""
+    name = key[-1]
+    if name not in table:
+        return None
+    raw = table[name]
+    if not isinstance(raw, str):
+        report.error(key, f'must be a string in quotes, e.g. {name} = "..."')
+        return None
+    if not raw.strip():
+        report.error(key, f"must not be empty; write a value or omit {name}")
+        return None
+    if "\x00" in raw:
+        report.error(key, NUL_CHARACTER)
+        return None
+    return raw
+
+
+def image(report: Report, table: dict[str, Any], key: Key) -> str | None:
+    """An image reference: a string without whitespace."""
+    value = string(report, table, key)
+    if value is not None and _WHITESPACE.search(value):
+        report.error(
+            key,
+            f'"{clip(value)}" is not an image reference: it contains whitespace; '
+            'write image = "registry/name:tag"',
+        )
+        return None
+    return value
+
+
+def number(report: Report, raw: Any, key: Key, positive: bool, unit: str) -> float | None:
+    """A finite quantity of ``unit``, at least 0 (greater than 0 when ``positive``)."""
+    name = key[-1]
+    if isinstance(raw, bool):
+        report.error(key, f"must be a number ({unit}), not {toml(raw)}")
+        return None
+    if isinstance(raw, str):
+        report.error(key, f"must be a number ({unit}) without quotes{unquote_fix(raw, key)}")
+        return None
+    if not isinstance(raw, int | float):
+        report.error(key, f"must be a number ({unit}), e.g. {name} = 8")
+        return None
+    if isinstance(raw, int) and abs(raw) >= MAX_NUMBER:
+        report.error(key, f"is too large to be a quantity ({unit})")
+        return None
+    value = float(raw)
+    if not math.isfinite(value):
+        report.error(key, f"must be a finite number ({unit}), not {raw}")
+        return None
+    if value < 0:
+        report.error(key, f"cannot be negative ({unit}), got {value:g}")
+        return None
+    if positive and value == 0:
+        limit = "omit it to set no limit" if name != "peak_memory_gb" else "omit it"
+        report.error(key, f"must be greater than 0 ({unit}); {limit}")
+        return None
+    return value
+
+
+def quantity(report: Report, item: tuple[Any, Key] | None, unit: str) -> float | None:
+    """A value and its key, where 0 is allowed (it means "not set")."""
+    if item is None:
+        return None
+    return number(report, item[0], item[1], positive=False, unit=unit)
+
+
+def positive(report: Report, table: dict[str, Any], key: Key, unit: str) -> float | None:
+    """``key[-1]`` of ``table``, if present: a quantity greater than 0."""
+    if key[-1] not in table:
+        return None
+    return number(report, table[key[-1]], key, positive=True, unit=unit)
