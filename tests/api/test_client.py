@@ -198,9 +198,12 @@ def test_gpus_and_list_nodes(client: Client, monkeypatch: pytest.MonkeyPatch) ->
     (h100,) = client.gpus("nvidia h100")
     assert h100["name"] == "H100" and h100["min_price_per_gpu_hour"] > 0
     monkeypatch.setenv("NODUS_FAKE_GPUS", "mixed")
-    (node,) = client.list_nodes()
-    assert node.gpus == 3 and node.free_gpus == 3 and node.cpus > 0
-    assert node.as_json()["gpu"] == "L4, T4"
+    # A machine with two models is one entry per model: a request names one model.
+    l4, t4 = client.list_nodes()
+    assert (l4.gpu, l4.gpus, l4.free_gpus) == ("L4", 2, 2) and l4.cpus > 0
+    assert (t4.gpu, t4.gpus, t4.free_gpus) == ("T4", 1, 1)
+    assert l4.hostname == t4.hostname and l4.id != t4.id
+    assert l4.as_json()["queued"] == 0
 
 
 def test_an_unknown_target_is_a_usage_error() -> None:
