@@ -35,7 +35,7 @@ of quotes, which plans but never runs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -237,12 +237,19 @@ class Client:
         from nodus_cli.workload import load_file
 
         p = Path(path)
-        if p.is_dir():
+        try:
+            folder, file = p.is_dir(), p.is_file()
+        except OSError as exc:  # a folder on the way that this user may not enter
+            raise UsageError(
+                f"{path}: cannot read it: {exc.strerror}",
+                hint="check the path and its permissions",
+            ) from None
+        if folder:
             raise UsageError(
                 f"{path} is a folder: name one workload file",
                 hint=f"nodus validate {path} checks every file in it",
             )
-        if not p.is_file():
+        if not file:
             raise UsageError(f"{path}: no such file")
         result = load_file(p, str(path))
         if result.workload is None:
@@ -291,13 +298,19 @@ class Client:
         output_dir: str | Path | None = None,
         map: Mapping[str, Any] | None = None,
         stages: Sequence[Mapping[str, Any]] | None = None,
+        priority: int | None = None,
+        wait_timeout: str | float | None = None,
+        queue: bool = True,
         retries: int = 0,
         **other: Any,
     ) -> Run:
         """Submit a workload given as the workload file's keys; returns at once.
 
         Keys nodus does not know (``gpu_type``, ``num_gpus``, ``memory_bytes`` ...) are
-        reported in :class:`InvalidWorkload` with the nodus key to use.
+        reported in :class:`InvalidWorkload` with the nodus key to use. When its GPUs are
+        held by other runs it waits in line (``run.status == "queued"``), by ``priority``
+        and for at most ``wait_timeout``; ``queue=False`` refuses it at once instead
+        (:class:`~nodus_cli.errors.NotRunnable`).
         """
         arguments = {
             "image": image,
@@ -319,9 +332,14 @@ class Client:
             "output_dir": output_dir,
             "map": map,
             "stages": stages,
+            "priority": priority,
+            "wait_timeout": wait_timeout,
             **other,
         }
-        return self.submit(self.workload(**arguments), retries=retries)
+        workload = self.workload(**arguments)
+        if not queue:
+            workload = replace(workload, queue=False)
+        return self.submit(workload, retries=retries)
 
     def map(
         self,
