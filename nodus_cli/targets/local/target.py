@@ -54,7 +54,7 @@ from nodus_cli.targets.base import (
     WorkDir,
     plain_pulls,
 )
-from nodus_cli.targets.docker import engine
+from nodus_cli.targets.docker import engine, http
 from nodus_cli.targets.docker.containers import (
     LABEL_HOME,
     LABEL_ITEM,
@@ -899,9 +899,9 @@ class _Nudge:
     def _watch(self, eng: engine.Engine) -> None:
         try:
             self._stream = eng.watch({"type": ["container"], "event": ["die", "destroy"]})
-            for _ in self._stream:
+            for _ in self._stream.documents():
                 self.poke()
-        except (engine.EngineFailure, OSError, ValueError):
+        except (engine.EngineFailure, http.Failure, OSError, ValueError):
             pass  # the waiting tasks still look every QUEUE_POLL_SECONDS
         finally:
             with self._changed:
