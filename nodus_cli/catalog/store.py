@@ -23,18 +23,19 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
-import io
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from nodus_cli import catalog, config
-from nodus_cli.catalog import Catalog, CatalogError, Cells, Offer
+from nodus_cli import config
+from nodus_cli.catalog.files import read_canonical, write_rows
+from nodus_cli.catalog.model import Catalog, CatalogError, CatalogKind, Offer
+from nodus_cli.catalog.rows import COLUMNS, Cells
 
 FOLDER = "catalog"
 CURRENT = "current.json"
@@ -126,7 +127,7 @@ class Stored:
         with open(self.catalog.path, newline="", encoding="utf-8") as handle:
             reader = csv.reader(handle)
             header = next(reader)
-            order = [header.index(c) for c in catalog.CELL_COLUMNS]
+            order = [header.index(c) for c in COLUMNS]
             rows = list(reader)[at : at + s.rows]
         pick = itemgetter(*order)
         return [pick(r) for r in rows]
@@ -152,7 +153,7 @@ def read() -> Stored | None:
         meta = json.loads(text)
         sources = [StoredSource.from_json(s) for s in meta["sources"]]
         offers_path = folder() / Path(str(meta["offers_file"])).name
-        offers = catalog.read_canonical(offers_path)
+        offers = read_canonical(offers_path)
     except FileNotFoundError as exc:
         raise _broken(meta_path, f"{exc.filename} is missing") from None
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
@@ -180,14 +181,9 @@ def read() -> Stored | None:
         "updated": True,
     }
     cat = Catalog(
-        offers, str(offers_path), info, kind=catalog.UPDATED, chosen_by="nodus catalog update"
+        offers, str(offers_path), info, kind=CatalogKind.UPDATED, chosen_by="nodus catalog update"
     )
     return Stored(cat, sources, by_source)
-
-
-def load_current() -> Catalog | None:
-    stored = read()
-    return stored.catalog if stored is not None else None
 
 
 def read_quietly() -> Stored | None:
@@ -268,15 +264,6 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def rows_csv(rows: Iterable[Cells]) -> bytes:
-    """Rows (canonical text) as the stored offers file."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(catalog.CELL_COLUMNS)
-    w.writerows(rows)
-    return out.getvalue().encode("utf-8")
-
-
 def replace_catalog(
     sources: Sequence[tuple[StoredSource, Sequence[Cells]]],
     dropped: dict[str, int],
@@ -286,7 +273,7 @@ def replace_catalog(
     file. Atomic: until the final rename of current.json the catalog in use is untouched."""
     base = folder()
     _private_dir(base)
-    data = rows_csv(v for _, rows in sources for v in rows)
+    data = write_rows(v for _, rows in sources for v in rows)
     name = f"offers-{hashlib.sha256(data).hexdigest()[:16]}.csv"
     records = []
     total = 0

@@ -258,20 +258,6 @@ class BarProgress:
         self.bar.console.print(summary(result), markup=False, highlight=False)
 
 
-class NoProgress:
-    def start(self, source: Source, total: int | None) -> None:
-        pass
-
-    def advance(self, source: Source, received: int) -> None:
-        pass
-
-    def retry(self, source: Source, attempt: int, reason: str, delay: float) -> None:
-        pass
-
-    def done(self, result: Any) -> None:
-        pass
-
-
 def summary(result: Any) -> str:
     """One source's outcome in a line."""
     r = result
@@ -319,7 +305,7 @@ def update(
     reporter: Any
     bar: BarProgress | None = None
     if as_json:
-        reporter = NoProgress()
+        reporter = catalog_sources.Silent()
         if sys.stderr.isatty():
             bar = reporter = BarProgress()
     elif sys.stderr.isatty():

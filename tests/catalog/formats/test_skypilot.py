@@ -3,48 +3,42 @@
 from __future__ import annotations
 
 import csv
+from collections import Counter
+from collections.abc import Sequence
 
 import pytest
 import skypilot_samples as samples
 from paths import REPO
 
 from nodus_cli import catalog
-from nodus_cli.catalog import Offer
-from nodus_cli.catalog.formats import skypilot
+from nodus_cli.catalog import Offer, formats
+from nodus_cli.catalog.formats import Checked, FormatError, skypilot
 
 OFFERS = REPO / "tools" / "catalog" / "offers.csv"
 
 
-def offers(text: str, supplier: str) -> tuple[list[Offer], skypilot.Converted]:
-    converted = skypilot.convert(text, supplier)
-    found = []
-    for _line, row in converted.rows:
-        values = catalog.row_values(*row)
-        assert values is not None
-        found.append(Offer(*values))
-    return found, converted
+def offers(text: str, supplier: str) -> tuple[list[Offer], Checked]:
+    checked = formats.check(skypilot.FORMAT.convert(text, supplier))
+    assert checked.rows_used + checked.rows_refused == checked.rows_read  # every row counted
+    return [catalog.offer(c) for c in checked.rows], checked
 
 
-def cells(row: skypilot.Row) -> dict[str, str]:
+def reasons(checked: Checked) -> dict[str, int]:
+    """Refused configurations by reason."""
+    return dict(Counter(r.reason for r in checked.refused))
+
+
+def cells(row: Sequence[str]) -> dict[str, str]:
     """A converted row by column name."""
-    names = (
-        "supplier",
-        "machine_id",
-        "region",
-        "gpu",
-        "gpu_count",
-        "gpu_memory_gb",
-        "vcpus",
-        "memory_gb",
-        "price_per_hour",
-        "spot_price_per_hour",
-        "arch",
-    )
-    return dict(zip(names, row, strict=True))
+    return dict(zip(catalog.COLUMNS, row, strict=True))
+
+
+def converted_rows(text: str, supplier: str) -> list[Sequence[str]]:
+    return [c for _, c in skypilot.FORMAT.convert(text, supplier).rows()]
 
 
 def test_aws_v7_one_row_per_type_and_region_with_the_lowest_spot_of_its_zones() -> None:
-    found, converted = offers(samples.AWS_V7, "aws")
+    found, checked = offers(samples.AWS_V7, "aws")
     got = {
         (o.machine_id, o.region): (o.gpu, o.gpu_count, o.price_per_hour, o.spot_price_per_hour)
         for o in found
@@ -52,7 +46,8 @@ def test_aws_v7_one_row_per_type_and_region_with_the_lowest_spot_of_its_zones() 
     assert got == {k: v[:4] for k, v in samples.AWS_V7_EXPECTED.items()}
     arch = {(o.machine_id, o.region): o.arch for o in found}
     assert arch == {k: v[4] for k, v in samples.AWS_V7_EXPECTED.items()}
-    assert converted.skipped == {"not a GPU (Inferentia2)": 1, "no on-demand price": 1}
+    assert reasons(checked) == {"not a GPU (Inferentia2)": 1, "no on-demand price": 1}
+    assert checked.rows_read == len(samples.AWS_V7.splitlines()) - 1
     # AWS's 22888 MiB L4 is the 24 GB model.
     assert {o.gpu_memory_gb for o in found if o.gpu == "L4"} == {24.0}
 
@@ -66,8 +61,7 @@ def test_aws_rows_match_the_embedded_transcription() -> None:
             if r["supplier"] == "aws" and r["machine_id"] == "g6.xlarge"
         }
     converted = {
-        (c["machine_id"], c["region"]): c
-        for c in (cells(r) for _, r in skypilot.convert(samples.AWS_V7, "aws").rows)
+        (c["machine_id"], c["region"]): c for c in map(cells, converted_rows(samples.AWS_V7, "aws"))
     }
     for key in (("g6.xlarge", "us-east-1"), ("g6.xlarge", "us-west-2")):
         assert float(converted[key]["price_per_hour"]) == float(rows[key]["price_per_hour"])
@@ -77,7 +71,7 @@ def test_aws_rows_match_the_embedded_transcription() -> None:
 
 
 def test_gcp_v8_hosts_and_gpus_are_priced_together() -> None:
-    found, converted = offers(samples.GCP_V8, "gcp")
+    found, checked = offers(samples.GCP_V8, "gcp")
     got = {
         (o.machine_id, o.gpu, o.gpu_count, o.region): (o.price_per_hour, o.spot_price_per_hour)
         for o in found
@@ -85,12 +79,14 @@ def test_gcp_v8_hosts_and_gpus_are_priced_together() -> None:
     assert got == samples.GCP_V8_EXPECTED
     a2 = next(o for o in found if o.machine_id == "a2-highgpu-1g")
     assert (a2.vcpus, a2.memory_gb, a2.gpu_memory_gb) == (12.0, 85.0, 40.0)
-    assert converted.skipped == {
+    assert reasons(checked) == {
         "anomalous regional GPU price (A100)": 1,
+        "unpaired GPU host": 1,  # a2-highgpu-1g in europe-west4
         "GPU host without a known pairing": 2,  # a3-edgegpu-8g-nolssd, a4-highgpu-8g
+        "GPU row without a host": 1,  # B200
         "not a GPU (tpu)": 1,
     }
-    assert "host and GPU rows" in converted.layout
+    assert "host and GPU rows" in checked.layout
 
 
 def test_gcp_pair_equals_the_embedded_row() -> None:
@@ -167,18 +163,21 @@ def test_columns_are_found_by_name_in_any_order() -> None:
 
 
 def test_a_file_that_is_not_a_vms_csv() -> None:
-    with pytest.raises(ValueError, match=r"not a SkyPilot vms\.csv: the header lacks"):
-        skypilot.convert("a,b,c\n1,2,3\n", "aws")
-    assert skypilot.is_skypilot_header(samples.GCP_V8.splitlines()[0].split(","))
-    assert not skypilot.is_skypilot_header(samples.NODUS_CSV.splitlines()[0].split(","))
+    with pytest.raises(FormatError, match=r"not a SkyPilot vms\.csv: the header lacks"):
+        skypilot.FORMAT.convert("a,b,c\n1,2,3\n", "aws")
+    assert skypilot.FORMAT.detect(samples.GCP_V8.splitlines()[0].split(","))
+    assert not skypilot.FORMAT.detect(samples.NODUS_CSV.splitlines()[0].split(","))
 
 
 def test_unknown_accelerators_are_left_for_the_validator_to_report() -> None:
     text = samples.AZURE_V6 + "Standard_X1,Z9000,1,4.0,16,,1.0,,eastus,V2\n"
-    converted = skypilot.convert(text, "azure")
-    line, row = converted.rows[-1]
-    assert line == 5 and cells(row)["gpu"] == "Z9000"
+    converted = skypilot.FORMAT.convert(text, "azure")
+    lines, row = list(converted.rows())[-1]
+    assert list(lines) == [5] and cells(row)["gpu"] == "Z9000"
     with pytest.raises(ValueError, match="unknown GPU 'Z9000'"):
-        catalog.row_values(*row)
+        catalog.check(row)
     with pytest.raises(ValueError, match="unknown GPU 'Z9000'"):
         catalog.parse_row(cells(row))  # the same rules as a --catalog row
+    (bad,) = formats.check(converted).bad
+    assert (bad.line, bad.lines) == (5, (5,))
+    assert bad.reason.startswith("unknown GPU 'Z9000'")
