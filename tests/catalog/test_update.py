@@ -119,7 +119,7 @@ def test_update_from_every_layout_replaces_the_catalog_in_use(
     assert set(by_name) == {"aws", "gcp", "runpod", "azure", "vast", "acme"}
     assert {n: s["rows"] for n, s in by_name.items()} == {
         "aws": 4,
-        "gcp": 5,
+        "gcp": 7,
         "runpod": 3,
         "azure": 3,
         "vast": 2,
@@ -133,12 +133,12 @@ def test_update_from_every_layout_replaces_the_catalog_in_use(
     assert by_name["acme"]["bad_rows"] == 1
     (bad,) = by_name["acme"]["bad_row_examples"]
     assert bad == f"acme {urls[-1]}:4: price_per_hour is not a number: 'lots'"
-    assert doc["rows"] == 20
+    assert doc["rows"] == 22
 
     # The updated catalog is the one in use now.
     shown = json.loads(nodus(tmp_path, "catalog", "--json").stdout)
     assert shown["kind"] == "updated"
-    assert shown["rows"] == 20
+    assert shown["rows"] == 22
     assert [s["name"] for s in shown["sources"]] == [
         "aws",
         "gcp",

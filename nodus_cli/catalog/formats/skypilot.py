@@ -49,7 +49,6 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import groupby, islice
 from operator import itemgetter, methodcaller
 from typing import Any
@@ -61,12 +60,13 @@ from nodus_cli.catalog.formats import (
     Listing,
     Refused,
 )
+from nodus_cli.catalog.rows import number_text
 
 __all__ = [
-    "ANOMALY_RATIO",
     "ARM64_GPUS",
     "ARM64_MACHINES",
     "FORMAT",
+    "GB_UNDER_MIB_LABEL",
     "GPUINFO_MEMORY",
     "GPU_HOST_FAMILIES",
     "GPU_HOST_PAIRINGS",
@@ -89,43 +89,60 @@ REQUIRED = (
 #: Columns used when present.
 OPTIONAL = ("GpuInfo", "SpotPrice", "AvailabilityZone")
 
-#: GCP host machine types and the GPUs they are sold with: (host pattern, accelerator,
-#: count; None: the count is the pattern's first group). The n1 pairings are the ones the
-#: embedded catalog uses (within GCP's vCPU-per-GPU limits).
-GPU_HOST_PAIRINGS: tuple[tuple[str, str, int | None], ...] = (
-    (r"a2-highgpu-(\d+)g", "A100", None),
-    (r"a2-megagpu-16g", "A100", 16),
-    (r"a2-ultragpu-(\d+)g", "A100-80GB", None),
-    (r"a3-highgpu-(\d+)g", "H100", None),
-    (r"a3-edgegpu-8g", "H100", 8),
-    (r"a3-megagpu-8g", "H100-MEGA", 8),
-    (r"a3-ultragpu-8g", "H200", 8),
-    (r"g2-standard-(?:4|8|12|16|32)", "L4", 1),
-    (r"g2-standard-24", "L4", 2),
-    (r"g2-standard-48", "L4", 4),
-    (r"g2-standard-96", "L4", 8),
-    *(
-        (r"n1-standard-4", accelerator, n)
-        for accelerator in ("T4", "P4", "P100", "V100")
-        for n in (1, 2)
-    ),
-    *((r"n1-standard-8", accelerator, 1) for accelerator in ("T4", "P4", "P100", "V100")),
-    *((r"n1-standard-32", accelerator, 4) for accelerator in ("T4", "P4", "P100", "V100")),
-    (r"n1-standard-32", "V100", 8),
-)
+
+def _pairing_table() -> dict[str, tuple[tuple[str, int], ...]]:
+    table: dict[str, list[tuple[str, int]]] = {}
+
+    def pair(host: str, accelerator: str, count: int) -> None:
+        table.setdefault(host, []).append((accelerator, count))
+
+    for n in (1, 2, 4, 8):
+        pair(f"a2-highgpu-{n}g", "A100", n)
+        pair(f"a2-ultragpu-{n}g", "A100-80GB", n)
+        pair(f"a3-highgpu-{n}g", "H100", n)
+    pair("a2-megagpu-16g", "A100", 16)
+    pair("a3-edgegpu-8g", "H100", 8)
+    pair("a3-megagpu-8g", "H100-MEGA", 8)
+    pair("a3-ultragpu-8g", "H200", 8)
+    pair("a4-highgpu-8g", "B200", 8)
+    for size in (4, 8, 12, 16, 32):
+        pair(f"g2-standard-{size}", "L4", 1)
+    for size, n in ((24, 2), (48, 4), (96, 8)):
+        pair(f"g2-standard-{size}", "L4", n)
+    for accelerator in ("T4", "P4", "P100", "V100"):
+        pair("n1-standard-4", accelerator, 1)
+        pair("n1-standard-4", accelerator, 2)
+        pair("n1-standard-8", accelerator, 1)
+        pair("n1-standard-32", accelerator, 4)
+    pair("n1-standard-32", "V100", 8)
+    return {host: tuple(pairs) for host, pairs in table.items()}
+
+
+#: GCP host machine types and the GPUs (accelerator, count) they are sold with: SkyPilot's
+#: table (``_ACC_INSTANCE_TYPE_DICTS`` in sky/catalog/gcp_catalog.py), with a3-edgegpu-8g
+#: (A3 Edge: 8 H100) besides; for n1 the pairings the embedded catalog uses (within GCP's
+#: vCPU-per-GPU limits), where SkyPilot picks the cheapest n1 type big enough.
+GPU_HOST_PAIRINGS: dict[str, tuple[tuple[str, int], ...]] = _pairing_table()
+#: The other way round: (accelerator, count as text) -> its host types.
+_HOSTS: dict[tuple[str, str], list[str]] = {}
+for _host, _pairs_of in GPU_HOST_PAIRINGS.items():
+    for _accelerator, _n in _pairs_of:
+        _HOSTS.setdefault((_accelerator, str(_n)), []).append(_host)
 #: Host families that only exist with accelerators attached: never CPU-only machines.
 GPU_HOST_FAMILIES = re.compile(r"(a2|a3|a4|a4x|g2|g4|ct\d[a-z]*|tpu)-")
-#: A GPU row below this share of the highest per-GPU price of its accelerator is refused.
-ANOMALY_RATIO = 0.6
 #: Accelerators that are not GPUs.
 NOT_GPUS = re.compile(
     r"^(tpu|inferentia|trainium|gaudi|hl-?205|ai100|qualcomm|xilinx|fpga|vu9p|vu47p|"
     r"u30|habana|aws-neuron)",
     re.IGNORECASE,
 )
-#: Suppliers whose GpuInfo ``SizeInMiB`` is not MiB per GPU: "total" (MiB for all GPUs
-#: together) or "gb" (GB per GPU).
-GPUINFO_MEMORY: dict[str, str] = {"vast": "total", "primeintellect": "total", "shadeform": "gb"}
+#: Suppliers whose GpuInfo ``SizeInMiB`` is the MiB of all the machine's GPUs together,
+#: not of one.
+GPUINFO_MEMORY: dict[str, str] = {"vast": "total", "primeintellect": "total"}
+#: A ``SizeInMiB`` below this is a figure in GB under the MiB label (no GPU has less than
+#: 1 GiB): RunPod's fetcher copies RunPod's ``memoryInGb`` there (80 for an 80 GB A100),
+#: shadeform's likewise.
+GB_UNDER_MIB_LABEL = 1024
 #: Machine types with arm64 CPUs: AWS Graviton (c7g, m6gd, t4g, x2gd, g5g, ...) and a1,
 #: Azure's p-series (Ampere Altra: D2ps_v5, E4pds_v5, ...), GCP t2a/c4a/n4a.
 ARM64_MACHINES = re.compile(
@@ -173,12 +190,11 @@ def _memory_gb(supplier: str, info: str, count: str) -> str:
     figure = _num(m.group(1))
     if not figure:
         return ""
-    unit = GPUINFO_MEMORY.get(supplier)
-    if unit == "gb":
-        return f"{figure:.1f}"
-    if unit == "total":
+    if GPUINFO_MEMORY.get(supplier) == "total":
         n = _num(count) or 1.0
         figure = figure / n if n > 0 else figure
+    if figure < GB_UNDER_MIB_LABEL:
+        return f"{figure:.1f}"  # GB already
     return f"{figure / 1024:.1f}"
 
 
@@ -188,49 +204,50 @@ def _arch(machine: str, accelerator: str) -> str:
     return "x86_64"
 
 
-def _price(texts: list[str]) -> str:
-    """A region's on-demand price from its zones' cells: the highest (they are the same in
-    every zone); 0 is no price; a cell that is not a number is kept for the row rules."""
-    first = texts[0]
-    if texts.count(first) == len(texts):  # the usual case: one price for the region
-        try:
-            return "" if float(first) == 0 else first
-        except ValueError:
-            return first.strip()  # empty, or not a number: the row rules say which
-    best_text, best = "", -1.0
+def _highest(texts: Iterable[str]) -> str:
+    """The highest number among cells (empty ones aside), as its text; a cell that is not a
+    number is given back instead, for the row rules to refuse; "" when all are empty."""
+    best_text, best = "", -math.inf
     for text in texts:
         text = text.strip()
-        if not text:
-            continue
-        value = _num(text)
-        if value is None:
-            return text  # not a number: the row rules say so
-        if value > best and value != 0:
-            best_text, best = text, value
+        if text:
+            value = _num(text)
+            if value is None or value != value:
+                return text
+            if value > best:
+                best_text, best = text, value
     return best_text
 
 
-def _spot(texts: list[str]) -> str:
-    """A region's spot price: the lowest above 0 over the zones that have one."""
-    try:
-        lowest = min(map(float, filter(None, texts)), default=None)
-    except ValueError:
-        lowest = -1.0  # a cell that is not a number: the slow way below finds it
-    if lowest is None:
-        return ""
-    if lowest > 0 and lowest != math.inf:
-        return repr(lowest)
+def _lowest(texts: Iterable[str]) -> str:
+    """The lowest number among cells, as :func:`_highest` finds the highest."""
     best_text, best = "", math.inf
     for text in texts:
         text = text.strip()
-        if not text:
-            continue
-        value = _num(text)
-        if value is None or value != value:
-            return text  # not a number: the row rules say so
-        if 0 < value < best:
-            best_text, best = text, value
+        if text:
+            value = _num(text)
+            if value is None or value != value:
+                return text
+            if value < best or not best_text:
+                best_text, best = text, value
     return best_text
+
+
+def _price(texts: list[str]) -> str:
+    """A region's on-demand price from its zones' cells: the highest (they are the same in
+    every zone); 0 is no price; a cell that is not a number is kept for the row rules."""
+    return _highest(t for t in texts if _num(t) != 0)
+
+
+def _spot(texts: list[str]) -> str:
+    """A region's spot price: the lowest above 0 over the zones that have one (0 is no
+    spot price; a cell that is not a number is kept for the row rules)."""
+    return _lowest(t for t in texts if _not_zero_or_less(t))
+
+
+def _not_zero_or_less(text: str) -> bool:
+    value = _num(text)
+    return value is None or value > 0
 
 
 def _split(line: str) -> list[str]:
@@ -263,8 +280,9 @@ class _Layout:
 
     col: dict[str, int]
     width: int
-    #: The first of the cells that differ between the rows of one group (Price, SpotPrice,
-    #: AvailabilityZone): a line is split from the right there.
+    #: The first of the cells that differ between the rows of one group (Price, SpotPrice
+    #: and, unless each zone is a group of its own, AvailabilityZone): a line is split from
+    #: the right there.
     first: int
     #: Where Price and SpotPrice are in a line split from the right (``parts``).
     price: int
@@ -277,15 +295,18 @@ class _Layout:
     #: The cells of ``parts`` that say what the machine is (GpuInfo when it comes late);
     #: None when the head holds all of them.
     machine_right: Callable[[Sequence[str]], object] | None
+    #: The columns that say which group a row is in: _KEY, and the zone when each zone
+    #: is a group of its own.
+    identity: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, names: list[str]) -> _Layout:
+    def of(cls, names: list[str], *, by_zone: bool = False) -> _Layout:
         col = {n: i for i, n in enumerate(names)}
         width = len(names)
         ip = col["Price"]
         isp = col.get("SpotPrice", ip)
         varying = {ip, isp}
-        if "AvailabilityZone" in col:  # a region's zones collapse into one group
+        if "AvailabilityZone" in col and not by_zone:  # a region's zones make one group
             varying.add(col["AvailabilityZone"])
         first = min(varying)
         right = [i for i in range(first, width) if i not in varying]
@@ -302,6 +323,7 @@ class _Layout:
             # cells after the head, the head twice.
             itemgetter(0, *(i - first + 1 for i in right)) if right else itemgetter(0, 0),
             _getter(machine) if machine else None,
+            (*_KEY, "AvailabilityZone") if by_zone and "AvailabilityZone" in col else _KEY,
         )
 
 
@@ -334,7 +356,9 @@ class _Offers:
     spots: list[str] = field(default_factory=list)
 
 
-def _gather(rows: Iterable[list[Any]], layout: _Layout, numbered: bool) -> dict[Any, _Offers]:
+def _gather(
+    rows: Iterable[list[Any]], layout: _Layout, numbered: bool, *, zero_is_none: bool = True
+) -> dict[Any, _Offers]:
     """The rows of a file, one group per run of rows with one key (head and key cells),
     each head's groups together.
 
@@ -343,6 +367,7 @@ def _gather(rows: Iterable[list[Any]], layout: _Layout, numbered: bool) -> dict[
     ``itertools.groupby`` on the key cells, so the rows of a region's zones, which a file
     lists one after the other, cost no Python code of their own: only each group does. A
     key seen again later in the file makes a second group, merged by :func:`_merged`.
+    Unless ``zero_is_none`` is False, a price or spot price of 0 is none (:func:`_checked`).
     """
     pp, sp = layout.price, layout.spot
     price_of, spot_of = itemgetter(pp), itemgetter(sp)
@@ -376,11 +401,11 @@ def _gather(rows: Iterable[list[Any]], layout: _Layout, numbered: bool) -> dict[
                 spot = _spot(list(map(spot_of, found)))
         offers.groups.append((lines, key, price, spot))
     for offers in by_head.values():
-        _checked(offers)
+        _checked(offers, zero_is_none)
     return by_head
 
 
-def _checked(offers: _Offers) -> None:
+def _checked(offers: _Offers, zero_is_none: bool = True) -> None:
     """The groups column by column, each group's price and spot price as :func:`_price`
     and :func:`_spot` give them (0 is no price): the usual case, every one a number above
     0, checked column by column; the others one by one."""
@@ -388,6 +413,8 @@ def _checked(offers: _Offers) -> None:
     offers.lines, offers.keys = list(lines), list(keys)
     offers.prices, offers.spots = list(prices), list(spots)
     offers.groups = []
+    if not zero_is_none:
+        return
     try:
         values = list(map(float, offers.prices))
         found = list(map(float, filter(None, offers.spots)))
@@ -429,14 +456,14 @@ def _slow_rows(text: str, layout: _Layout) -> Iterator[list[Any]]:
 
 
 def _read(
-    text: str, lines: list[str], layout: _Layout
+    text: str, lines: list[str], layout: _Layout, *, zero_is_none: bool = True
 ) -> tuple[dict[Any, _Offers], dict[Any, list[str]]]:
     """The file's groups by head, and each head's cells: by the fast reader when every
     line is one record with no quote after its head (every quote of the file is in a
     head, and each head splits into ``layout.first`` cells), else by the csv module."""
     heads: dict[Any, list[str]] = {}
     try:
-        by_head = _gather(_fast_rows(lines, layout), layout, numbered=False)
+        by_head = _gather(_fast_rows(lines, layout), layout, False, zero_is_none=zero_is_none)
         quoted = 0  # the quote characters in the heads, over every row
         for head, offers in by_head.items():
             text_head = head if layout.machine_right is None else head[0]
@@ -448,12 +475,12 @@ def _read(
         if quoted != text.count('"') - lines[0].count('"'):
             raise _Slow  # a quote after a head: its cells are not what rsplit gave
     except (_Slow, IndexError):  # IndexError: a line shorter than the header
-        by_head = _gather(_slow_rows(text, layout), layout, numbered=True)
+        by_head = _gather(_slow_rows(text, layout), layout, True, zero_is_none=zero_is_none)
         heads = {}
         for head in by_head:
             text_head = head if layout.machine_right is None else head[0]
             heads[text_head] = list(text_head)
-    return _merged(by_head, heads, layout), heads
+    return _merged(by_head, heads, layout, zero_is_none), heads
 
 
 class _Slow(Exception):
@@ -473,13 +500,16 @@ def _head_cells(head: str, first: int) -> list[str] | None:
 
 
 def _merged(
-    by_head: dict[Any, _Offers], heads: dict[Any, list[str]], layout: _Layout
+    by_head: dict[Any, _Offers],
+    heads: dict[Any, list[str]],
+    layout: _Layout,
+    zero_is_none: bool = True,
 ) -> dict[Any, _Offers]:
     """One :class:`_Offers` per machine and one group per key: the groups of a key seen
     twice (rows out of order), and of heads that differ only in a cell that does not say
     which machine it is (AWS p4de's two GpuInfo spellings), combined. A combined group's
     price is the highest of its parts', its spot price the lowest: as over all its rows."""
-    key_of = _getter([layout.col[c] for c in _KEY if layout.col[c] < layout.first])
+    key_of = _getter([layout.col[c] for c in layout.identity if layout.col[c] < layout.first])
     machines: dict[Any, list[tuple[Any, _Offers]]] = {}
     for head, offers in by_head.items():
         text_head = head if layout.machine_right is None else head[0]
@@ -509,8 +539,10 @@ def _merged(
                     into.spots.append(spot)
                     continue
                 into.lines[same] = [*into.lines[same], *lines]
-                into.prices[same] = _price([into.prices[same], price])
-                into.spots[same] = _spot([into.spots[same], spot])
+                both = [into.prices[same], price]
+                into.prices[same] = _price(both) if zero_is_none else _highest(both)
+                both = [into.spots[same], spot]
+                into.spots[same] = _spot(both) if zero_is_none else _lowest(both)
     return merged
 
 
@@ -524,34 +556,14 @@ def _convert(text: str, supplier: str) -> Converted:
     result = Converted(FORMAT.name, "skypilot")
     result.rows_read = sum(sum(map(len, o.lines)) for o in by_head.values())
     if _split_layout(by_head, heads, layout):
+        # GCP: a host and its GPUs are priced zone by zone, with the prices as the rows
+        # give them (a host's 0.0 is a price), then each machine's zones collapse.
+        layout = _Layout.of(names, by_zone=True)
+        by_head, heads = _read(text, lines, layout, zero_is_none=False)
         _emit_split(by_head, heads, layout, supplier, result)
     else:
         _emit_all(by_head, heads, layout, supplier, result)
     return result
-
-
-@dataclass(slots=True)
-class _Group:
-    """The zones of one machine in one region, collapsed into one row."""
-
-    lines: Sequence[int]
-    machine: str
-    accelerator: str
-    count: str
-    vcpus: str
-    memory: str
-    info: str
-    region: str
-    price_text: str
-    spot_text: str
-
-    @property
-    def price(self) -> float | None:
-        return _num(self.price_text) if self.price_text else None
-
-    @property
-    def spot(self) -> float | None:
-        return _num(self.spot_text) if self.spot_text else None
 
 
 def _emit_all(
@@ -566,11 +578,11 @@ def _emit_all(
     first = layout.first
     ir = col["Region"]
     region_of = itemgetter(1 + layout.right_key_names.index("Region")) if ir >= first else None
-    machine_cols = [col[c] for c in _MACHINE_COLUMNS if c in col]
+    machine_cols = [(c, col[c]) for c in _MACHINE_COLUMNS if c in col]
     for head, offers in by_head.items():
         head_cells = heads[head if layout.machine_right is None else head[0]]
         cells = head_cells + offers.parts[1:]
-        listing = _machine(supplier, *(cells[i] for i in machine_cols))
+        listing = _machine(supplier, {name: cells[i] for name, i in machine_cols})
         if isinstance(listing, str):  # why the machine is refused
             result.refused.extend(
                 Refused(lines[0], listing, tuple(lines)) for lines in offers.lines
@@ -595,7 +607,7 @@ def _emit_all(
                 result.refused.append(Refused(lines[0], NO_ON_DEMAND_PRICE, tuple(lines)))
 
 
-#: The columns that say what a machine is (its GPU, size), in _machine's order.
+#: The columns that say what a machine is (its GPU, size, CPU architecture, local disk).
 _MACHINE_COLUMNS = (
     "InstanceType",
     "AcceleratorName",
@@ -603,29 +615,44 @@ _MACHINE_COLUMNS = (
     "vCPUs",
     "MemoryGiB",
     "GpuInfo",
+    "Arch",
+    "LocalDiskSize",
+    "LocalDiskCount",
 )
 
 
-def _machine(
-    supplier: str,
-    machine: str,
-    accelerator: str,
-    count: str,
-    vcpus: str,
-    memory: str,
-    info: str = "",
-) -> Listing | str:
-    """A machine's listing (its MACHINE_COLUMNS cells, no offers yet), or why it is
-    refused."""
+def _machine(supplier: str, cells: dict[str, str]) -> Listing | str:
+    """A machine's listing (its MACHINE_COLUMNS cells, no offers yet) from its cells by
+    column name, or why it is refused."""
+    g = cells.get
+    machine, accelerator = g("InstanceType", ""), g("AcceleratorName", "")
+    count = g("AcceleratorCount", "")
     if accelerator and NOT_GPUS.match(accelerator):
         return f"not a GPU ({accelerator.split('-')[0]})"
-    arch = _arch(machine, accelerator)
+    arch = _ARCH_COLUMN.get(g("Arch", "").strip().lower()) or _arch(machine, accelerator)
+    disk = _local_disk(g("LocalDiskSize", ""), g("LocalDiskCount", ""))
+    vcpus, memory = g("vCPUs", ""), g("MemoryGiB", "")
     if not accelerator:
-        return Listing((supplier, machine, "", "0", "", vcpus, memory, "", arch, ""))
-    gpu_memory = _memory_gb(supplier, info, count)
+        return Listing((supplier, machine, "", "0", "", vcpus, memory, disk, arch, ""))
+    gpu_memory = _memory_gb(supplier, g("GpuInfo", ""), count)
     return Listing(
-        (supplier, machine, accelerator, count or "0", gpu_memory, vcpus, memory, "", arch, "")
+        (supplier, machine, accelerator, count or "0", gpu_memory, vcpus, memory, disk, arch, "")
     )
+
+
+#: SkyPilot's Arch column (AWS v8 and later): the CPU architecture of the machine type.
+#: ``i386`` marks the old types that also run 32-bit code: they are x86_64 machines.
+_ARCH_COLUMN = {"x86_64": "x86_64", "arm64": "arm64", "i386": "x86_64"}
+
+
+def _local_disk(size: str, count: str) -> str:
+    """The machine's local disk in GB: LocalDiskSize (GB per disk, as AWS's
+    InstanceStorageInfo gives it) times LocalDiskCount, of either type (SSD or HDD); ""
+    when the machine has none."""
+    per_disk, disks = _num(size) if size else None, _num(count) if count else None
+    if not per_disk or not disks:
+        return ""
+    return number_text(per_disk * disks)
 
 
 def _split_layout(
@@ -640,6 +667,24 @@ def _split_layout(
     return False
 
 
+@dataclass(slots=True)
+class _Zone:
+    """A host row or a GPU row of a split layout: one zone's (identical rows together)."""
+
+    lines: list[int]
+    machine: str
+    accelerator: str
+    count: str
+    vcpus: str
+    memory: str
+    info: str
+    region: str
+    zone: str
+    price: float
+    spot: float | None
+    used: bool = False
+
+
 def _emit_split(
     by_head: dict[Any, _Offers],
     heads: dict[Any, list[str]],
@@ -647,153 +692,224 @@ def _emit_split(
     supplier: str,
     result: Converted,
 ) -> None:
-    """GCP: hosts and GPUs on rows of their own, priced together (:func:`_pair`)."""
+    """GCP: hosts and GPUs on rows of their own, priced together zone by zone.
+
+    Every host row is paired with the GPU row of each of its pairings
+    (:data:`GPU_HOST_PAIRINGS`; a ``-nolssd`` or ``-lssd`` host pairs like its twin) in the
+    same zone: price = host price + GPU price, spot = host spot + GPU spot when both rows
+    have one. A host's 0.0 is a price (A4 hosts: the B200 row carries the whole VM's
+    price); a GPU's 0 is none. Then a machine's zones in a region collapse: the highest
+    price (they agree), the lowest spot price. A host of a family sold only with GPUs that
+    finds no GPU row to pair with in its zone, and a GPU row with no host row in its zone,
+    are refused, each with the reason; hosts of other families are CPU-only machines too.
+    """
     col = layout.col
     ig = col.get("GpuInfo")
-    ir = col["Region"]
-    first = layout.first
-    region_of = itemgetter(1 + layout.right_key_names.index("Region")) if ir >= first else None
-    hosts: list[_Group] = []
-    gpus: list[_Group] = []
+    cell_of = {name: _cell_getter(layout, heads, name) for name in ("Region", "AvailabilityZone")}
+    hosts: list[_Zone] = []
+    gpus: dict[tuple[str, str, str, str], _Zone] = {}
+    refused: dict[tuple[str, str, str, bool], list[int]] = {}  # what, region, reason, bad
+    # A machine in a region -> its lines and its zones' prices and spot prices.
+    paired: dict[tuple[str, ...], tuple[list[int], list[float], list[float]]] = {}
+    whole: dict[tuple[str, ...], tuple[list[int], list[str], list[str]]] = {}
     for head, offers in by_head.items():
-        head_cells = heads[head if layout.machine_right is None else head[0]]
-        cells = head_cells + offers.parts[1:]
+        cells = heads[head if layout.machine_right is None else head[0]] + offers.parts[1:]
         machine, accelerator = cells[col["InstanceType"]], cells[col["AcceleratorName"]]
-        if accelerator and NOT_GPUS.match(accelerator):
-            why = f"not a GPU ({accelerator.split('-')[0]})"
-            result.refused.extend(Refused(lines[0], why, tuple(lines)) for lines in offers.lines)
-            continue
+        count = _count(cells[col["AcceleratorCount"]])
+        vcpus, memory = cells[col["vCPUs"]], cells[col["MemoryGiB"]]
+        info = cells[ig] if ig is not None else ""
+        what = machine or f"{accelerator} ×{count}"
         for lines, key, price, spot in zip(
             offers.lines, offers.keys, offers.prices, offers.spots, strict=True
         ):
-            group = _Group(
-                lines,
+            region = cell_of["Region"](head, key)
+            if accelerator and NOT_GPUS.match(accelerator):
+                reason = f"not a GPU ({accelerator.split('-')[0]})"
+                refused.setdefault((what, region, reason, False), []).extend(lines)
+                continue
+            if bool(machine) == bool(accelerator):
+                # A row that is a whole machine (or names no machine and no GPU): its
+                # zones collapse as in other layouts, and the row rules judge it.
+                found = whole.setdefault(
+                    (machine, accelerator, count, vcpus, memory, region, info), ([], [], [])
+                )
+                found[0].extend(lines)
+                found[1].append(price)
+                found[2].append(spot)
+                continue
+            problem = _split_row_rule(price, spot, host=bool(machine))
+            if problem is not None:
+                reason, bad = problem
+                refused.setdefault((what, region, f"{what}: {reason}", bad), []).extend(lines)
+                continue
+            zone = cell_of["AvailabilityZone"](head, key)
+            row = _Zone(
+                list(lines),
                 machine,
                 accelerator,
-                cells[col["AcceleratorCount"]],
-                cells[col["vCPUs"]],
-                cells[col["MemoryGiB"]],
-                cells[ig] if ig is not None else "",
-                region_of(key) if region_of is not None else head_cells[ir],
-                price,
-                spot,
+                count,
+                vcpus,
+                memory,
+                info,
+                region,
+                zone,
+                float(price),
+                _split_spot(spot, host=bool(machine)),
             )
-            (hosts if machine else gpus).append(group)
-    result.layout = "skypilot (host and GPU rows priced together)"
-    result.shared_rows = True
-    _pair(hosts, gpus, supplier, result)
-
-
-@lru_cache(maxsize=1024)
-def _pairs(machine: str) -> tuple[tuple[str, str], ...]:
-    """The (accelerator, count) pairings of a GCP host machine type (empty: none)."""
-    found = []
-    for pattern, accelerator, fixed in _PAIRINGS:
-        m = pattern.fullmatch(machine)
-        if m is not None:
-            found.append((accelerator, str(fixed if fixed is not None else int(m.group(1)))))
-    return tuple(found)
-
-
-_PAIRINGS = tuple((re.compile(p), a, n) for p, a, n in GPU_HOST_PAIRINGS)
-
-
-def _emit(
-    result: Converted,
-    supplier: str,
-    g: _Group,
-    *,
-    price: float | None = None,
-    spot: float | None = None,
-    gpu: _Group | None = None,
-) -> None:
-    accelerator = gpu.accelerator if gpu else g.accelerator
-    count = gpu.count if gpu else g.count
-    lines = [*g.lines, *gpu.lines] if gpu else g.lines
-    if price is None and not g.price_text:
-        result.refused.append(Refused(lines[0], NO_ON_DEMAND_PRICE, tuple(lines)))
-        return
-    price_text = _price_text(price) if price is not None else g.price_text
-    spot_text = g.spot_text
-    if gpu is not None:
-        spot_text = _price_text(spot) if spot is not None else ""
-    info = gpu.info if gpu else g.info
-    result.add(
-        (
-            supplier,
-            g.machine,
-            g.region,
-            accelerator,
-            count if accelerator else "0",
-            _memory_gb(supplier, info, count) if accelerator else "",
-            g.vcpus,
-            g.memory,
-            "",
-            _arch(g.machine, accelerator),
-            price_text,
-            spot_text,
-            "",
-        ),
-        lines,
-    )
-
-
-def _price_text(value: float) -> str:
-    return repr(round(value, 6))
-
-
-def _pair(hosts: list[_Group], gpus: list[_Group], supplier: str, result: Converted) -> None:
-    """GCP: each host row with the GPU rows of its pairings in the same region."""
-    refused = result.refused
-    # Per-GPU prices: the highest of each accelerator, to refuse anomalous regional rows.
-    top: dict[str, float] = {}
-    for g in gpus:
-        n = _num(g.count) or 0.0
-        price = g.price
-        if price is not None and n > 0:
-            top[g.accelerator] = max(top.get(g.accelerator, 0.0), price / n)
-    by_region: dict[tuple[str, str, str], _Group] = {}
-    used: set[int] = set()
-    for g in gpus:
-        n = _num(g.count) or 0.0
-        price = g.price
-        if price is None or n <= 0:
-            refused.append(Refused(g.lines[0], NO_ON_DEMAND_PRICE, tuple(g.lines)))
-            continue
-        if price / n < ANOMALY_RATIO * top[g.accelerator]:
-            reason = f"anomalous regional GPU price ({g.accelerator})"
-            refused.append(Refused(g.lines[0], reason, tuple(g.lines)))
-            continue
-        by_region.setdefault((g.accelerator, _count(g.count), g.region), g)
+            if machine:
+                hosts.append(row)
+                continue
+            known = gpus.setdefault((accelerator, count, region, zone), row)
+            if known is not row:  # the same GPU row twice in a zone
+                known.lines.extend(lines)
     for host in hosts:
-        if host.accelerator:  # a machine row that carries its accelerator itself
-            _emit(result, supplier, host)
-            continue
-        pairings = _pairs(host.machine)
-        for accelerator, count in pairings:
-            gpu = by_region.get((accelerator, count, host.region))
-            if gpu is None or gpu.price is None:
+        pairings = GPU_HOST_PAIRINGS.get(_twin(host.machine), ())
+        found_gpu = False
+        for wanted_gpu, wanted_count in pairings:
+            gpu = gpus.get((wanted_gpu, str(wanted_count), host.region, host.zone))
+            if gpu is None:
                 continue
-            host_price = host.price
-            if host_price is None:
-                refused.append(Refused(host.lines[0], NO_ON_DEMAND_PRICE, ()))
-                continue
-            host_spot, gpu_spot = host.spot, gpu.spot
-            spot = host_spot + gpu_spot if host_spot is not None and gpu_spot is not None else None
-            _emit(result, supplier, host, price=host_price + gpu.price, spot=spot, gpu=gpu)
-            used.update(gpu.lines)
-            used.update(host.lines)
+            found_gpu = gpu.used = True
+            key = (
+                host.machine,
+                gpu.accelerator,
+                gpu.count,
+                _memory_gb(supplier, gpu.info, gpu.count),
+                host.vcpus,
+                host.memory,
+                host.region,
+            )
+            pair_lines, pair_prices, pair_spots = paired.setdefault(key, ([], [], []))
+            pair_lines += host.lines + gpu.lines
+            pair_prices.append(host.price + gpu.price)
+            if host.spot is not None and gpu.spot is not None:
+                pair_spots.append(host.spot + gpu.spot)
         if GPU_HOST_FAMILIES.match(host.machine):
-            if host.lines[0] not in used:
-                reason = "GPU host without a known pairing" if not pairings else "unpaired GPU host"
-                refused.append(Refused(host.lines[0], reason, tuple(host.lines)))
+            if not found_gpu:
+                wanted = " or ".join(f"{a} ×{n}" for a, n in pairings)
+                reason = (
+                    f"GPU host {host.machine}: no {wanted} GPU row in its zone"
+                    if pairings
+                    else f"GPU host {host.machine}: no pairing with a GPU is known for it"
+                )
+                refused.setdefault((host.machine, host.region, reason, False), []).extend(
+                    host.lines
+                )
             continue
-        _emit(result, supplier, host)  # a CPU-only machine (n1 hosts are sold bare too)
-        used.update(host.lines)
-    # GPU rows no host was paired with (counted, not reported by name, in this version).
-    for g in by_region.values():
-        if g.lines[0] not in used:
-            refused.append(Refused(g.lines[0], "GPU row without a host", tuple(g.lines)))
+        # A host of another family is a CPU-only machine too (n1 hosts are sold bare).
+        found = whole.setdefault(
+            (host.machine, "", "", host.vcpus, host.memory, host.region, ""), ([], [], [])
+        )
+        found[0].extend(host.lines)
+        found[1].append(_text(host.price))
+        found[2].append(_text(host.spot) if host.spot is not None else "")
+    for gpu in gpus.values():
+        if not gpu.used:
+            hosts_for = _HOSTS.get((gpu.accelerator, gpu.count))
+            what = f"{gpu.accelerator} ×{gpu.count}"
+            reason = (
+                f"{what} GPU row: no host row ({' or '.join(hosts_for)}) in its zone"
+                if hosts_for
+                else f"{what} GPU row: no host machine type is known for it"
+            )
+            refused.setdefault((what, gpu.region, reason, False), []).extend(gpu.lines)
+    for (machine, accelerator, count, gpu_memory, vcpus, memory, region), (
+        pair_lines,
+        pair_prices,
+        pair_spots,
+    ) in paired.items():
+        what_cells = (supplier, machine, region, accelerator, count, gpu_memory, vcpus, memory)
+        spot = _text(min(pair_spots)) if pair_spots else ""
+        arch = _arch(machine, accelerator)
+        result.add(
+            (*what_cells, "", arch, _text(max(pair_prices)), spot, ""), sorted(set(pair_lines))
+        )
+    for (machine, accelerator, count, vcpus, memory, region, info), (
+        whole_lines,
+        prices,
+        spots,
+    ) in whole.items():
+        price = _price(prices)
+        if not price:
+            refused.setdefault((machine, region, NO_ON_DEMAND_PRICE, False), []).extend(whole_lines)
+            continue
+        result.add(
+            (
+                supplier,
+                machine,
+                region,
+                accelerator,
+                count or "0",
+                _memory_gb(supplier, info, count) if accelerator else "",
+                vcpus,
+                memory,
+                "",
+                _arch(machine, accelerator),
+                price,
+                _spot(spots),
+                "",
+            ),
+            sorted(set(whole_lines)),
+        )
+    for (_, _, reason, bad), lines in refused.items():
+        result.refused.append(Refused(min(lines), reason, tuple(sorted(lines)), bad))
+    result.layout = "skypilot (host and GPU rows priced together, zone by zone)"
+    result.shared_rows = True
+
+
+def _cell_getter(
+    layout: _Layout, heads: dict[Any, list[str]], name: str
+) -> Callable[[Any, tuple[Any, ...]], str]:
+    """How to find a cell of a group, from its head and its key: in the key cells, else in
+    the head ("" when the file has no such column)."""
+    if name in layout.right_key_names:
+        at = 1 + layout.right_key_names.index(name)
+        return lambda head, key: key[at]
+    index = layout.col.get(name)
+    if index is None:
+        return lambda head, key: ""
+    machine_right = layout.machine_right
+    return lambda head, key: heads[head if machine_right is None else head[0]][index]
+
+
+def _split_row_rule(price: str, spot: str, *, host: bool) -> tuple[str, bool] | None:
+    """The rules of a host or GPU row of a split layout, about the row itself: why it is
+    refused (and whether it is a bad row), or None."""
+    value = _num(price) if price else None
+    if not price:
+        return NO_ON_DEMAND_PRICE, False
+    if value is None or not 0 <= value < math.inf:
+        return f"Price is not a number >= 0: {price!r}", True
+    if value == 0 and not host:
+        return NO_ON_DEMAND_PRICE, False
+    if spot:
+        spot_value = _num(spot)
+        if spot_value is None or not 0 <= spot_value < math.inf:
+            return f"SpotPrice is not a number >= 0: {spot!r}", True
+    return None
+
+
+def _split_spot(spot: str, *, host: bool) -> float | None:
+    """A host's or GPU's spot price (a host's 0.0 counts, as its price does; a GPU's 0 is
+    none)."""
+    if not spot:
+        return None
+    value = float(spot)
+    return value if value > 0 or host else None
+
+
+def _twin(machine: str) -> str:
+    """A host type without its local-SSD suffix: ``a3-ultragpu-8g-nolssd`` pairs as
+    ``a3-ultragpu-8g`` (GCP prices them the same: SkyPilot's prices leave local SSD out)."""
+    return _LSSD.sub("", machine)
+
+
+_LSSD = re.compile(r"-(?:no)?lssd$")
+
+
+def _text(value: float) -> str:
+    """A sum of two prices as text (5 decimals, as SkyPilot's, add up to 6)."""
+    return repr(round(value, 6))
 
 
 def _count(text: str) -> str:
