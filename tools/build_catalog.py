@@ -50,27 +50,6 @@ PROVENANCE = (
 )
 
 
-def spelling_clashes(path: Path) -> list[str]:
-    """Spellings in gpus.json that name two different families."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    owner: dict[str, str] = {}
-    clashes = []
-
-    def add(spelling: str, family: str) -> None:
-        key = gpus.normalize(spelling)
-        if owner.setdefault(key, family) != family:
-            clashes.append(f"{spelling!r}: {owner[key]} vs {family}")
-
-    for fam in doc["families"]:
-        for s in [fam["name"], *fam["aliases"]]:
-            add(s, fam["name"])
-        for v in fam["variant_spellings"]:
-            add(v["spelling"], fam["name"])
-    for s, target in doc["catalog_spellings"].items():
-        add(s, target["family"])
-    return clashes
-
-
 def main(argv: list[str]) -> int:
     args = list(argv[1:])
     out_dir = DATA
@@ -92,7 +71,7 @@ def main(argv: list[str]) -> int:
                     return 2
             del args[at : at + 2]
     src = Path(args[0]) if args else OFFERS
-    clashes = spelling_clashes(DATA / "gpus.json")
+    clashes = gpus.table().clashes  # the one name table: imports and `nodus gpus` read it
     if clashes:
         print("gpus.json: spellings that name two families:", *clashes, sep="\n  ", file=sys.stderr)
         return 1
