@@ -20,7 +20,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -36,6 +37,7 @@ from nodus_cli.catalog.model import (
     CatalogError,
     CatalogKind,
     Offer,
+    Origin,
 )
 from nodus_cli.catalog.rows import COLUMNS, REQUIRED_COLUMNS, Cells, offer
 from nodus_cli.text import plural
@@ -44,6 +46,7 @@ __all__ = [
     "embedded",
     "embedded_path",
     "load_user_catalog",
+    "origins_of",
     "read_canonical",
     "write_rows",
 ]
@@ -68,7 +71,22 @@ def embedded() -> Catalog:
             f"the embedded catalog {path} cannot be read: {exc}",
             hint="reinstall nodus, or pass --catalog FILE.csv",
         ) from None
-    return Catalog(offers, str(path), meta)
+    where = {
+        str(
+            src.get("supplier")
+        ): f"{src.get('repo')}@{str(src.get('commit'))[:12]} {src.get('path')}"
+        for src in meta.get("sources") or []
+    }
+    origins = origins_of(offers, lambda supplier: ("embedded", where.get(supplier, str(path))))
+    return Catalog(offers, str(path), meta, origins=origins)
+
+
+def origins_of(
+    offers: Iterable[Offer], source_of: Callable[[str], tuple[str, str]]
+) -> tuple[Origin, ...]:
+    """Per supplier of ``offers`` (in name order), its rows and where they come from."""
+    counts = Counter(o.supplier for o in offers)
+    return tuple(Origin(s, n, *source_of(s)) for s, n in sorted(counts.items()))
 
 
 def read_canonical(path: Path) -> tuple[Offer, ...]:
@@ -176,4 +194,7 @@ def load_user_catalog(path: Path) -> Catalog:
         "user_catalog": True,
     }
     offers = tuple(map(offer, checked.rows))
-    return Catalog(offers, str(path), meta, kind=CatalogKind.USER_FILE, chosen_by="--catalog")
+    origins = origins_of(offers, lambda supplier: (path.name, str(path)))
+    return Catalog(
+        offers, str(path), meta, kind=CatalogKind.USER_FILE, chosen_by="--catalog", origins=origins
+    )

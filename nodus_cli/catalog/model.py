@@ -32,6 +32,7 @@ __all__ = [
     "CatalogError",
     "CatalogKind",
     "Offer",
+    "Origin",
     "whole",
 ]
 
@@ -110,6 +111,26 @@ UPDATED = CatalogKind.UPDATED
 
 
 @dataclass(frozen=True, slots=True)
+class Origin:
+    """Where one supplier's offers in a catalog come from."""
+
+    supplier: str
+    rows: int
+    #: The source's name (``nodus catalog update``), ``embedded`` or the file's name.
+    source: str
+    #: The source's URL or file, the embedded data's ``repo@commit path``, or a file's path.
+    where: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "supplier": self.supplier,
+            "rows": self.rows,
+            "source": self.source,
+            "where": self.where,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Catalog:
     offers: tuple[Offer, ...]
     path: str
@@ -117,6 +138,8 @@ class Catalog:
     kind: CatalogKind = CatalogKind.EMBEDDED
     #: What chose it: ``--catalog``, ``NODUS_CATALOG``, ``nodus catalog update`` or ``default``.
     chosen_by: str = "default"
+    #: Per supplier (in name order), where its offers come from.
+    origins: tuple[Origin, ...] = ()
 
     @property
     def as_of(self) -> date | None:
