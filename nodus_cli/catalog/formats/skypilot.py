@@ -358,7 +358,7 @@ class _Offers:
 
 def _gather(
     rows: Iterable[list[Any]], layout: _Layout, numbered: bool, *, zero_is_none: bool = True
-) -> dict[Any, _Offers]:
+) -> tuple[dict[Any, _Offers], bool]:
     """The rows of a file, one group per run of rows with one key (head and key cells),
     each head's groups together.
 
@@ -366,8 +366,9 @@ def _gather(
     or, ``numbered``, from the csv module, each with its line number last. The grouping is
     ``itertools.groupby`` on the key cells, so the rows of a region's zones, which a file
     lists one after the other, cost no Python code of their own: only each group does. A
-    key seen again later in the file makes a second group, merged by :func:`_merged`.
-    Unless ``zero_is_none`` is False, a price or spot price of 0 is none (:func:`_checked`).
+    key seen again later in the file makes a second group, merged by :func:`_merged` (the
+    second value says whether one was). Unless ``zero_is_none`` is False, a price or spot
+    price of 0 is none (:func:`_checked`).
     """
     pp, sp = layout.price, layout.spot
     price_of, spot_of = itemgetter(pp), itemgetter(sp)
@@ -375,6 +376,8 @@ def _gather(
     has_spot = layout.has_spot
     by_head: dict[Any, _Offers] = {}
     get = by_head.get
+    seen: set[tuple[Any, ...]] = set()
+    see = seen.add
     number = 2  # the first data row's line (the header is line 1)
     for key, group in groupby(rows, key=layout.group_key):
         found = list(group)
@@ -400,9 +403,10 @@ def _gather(
             except ValueError:
                 spot = _spot(list(map(spot_of, found)))
         offers.groups.append((lines, key, price, spot))
+        see(key)  # the head's hash is known by now: cheap
     for offers in by_head.values():
         _checked(offers, zero_is_none)
-    return by_head
+    return by_head, len(seen) != sum(len(o.keys) for o in by_head.values())
 
 
 def _checked(offers: _Offers, zero_is_none: bool = True) -> None:
@@ -463,7 +467,9 @@ def _read(
     head, and each head splits into ``layout.first`` cells), else by the csv module."""
     heads: dict[Any, list[str]] = {}
     try:
-        by_head = _gather(_fast_rows(lines, layout), layout, False, zero_is_none=zero_is_none)
+        by_head, repeated = _gather(
+            _fast_rows(lines, layout), layout, False, zero_is_none=zero_is_none
+        )
         quoted = 0  # the quote characters in the heads, over every row
         for head, offers in by_head.items():
             text_head = head if layout.machine_right is None else head[0]
@@ -475,12 +481,14 @@ def _read(
         if quoted != text.count('"') - lines[0].count('"'):
             raise _Slow  # a quote after a head: its cells are not what rsplit gave
     except (_Slow, IndexError):  # IndexError: a line shorter than the header
-        by_head = _gather(_slow_rows(text, layout), layout, True, zero_is_none=zero_is_none)
+        by_head, repeated = _gather(
+            _slow_rows(text, layout), layout, True, zero_is_none=zero_is_none
+        )
         heads = {}
         for head in by_head:
             text_head = head if layout.machine_right is None else head[0]
             heads[text_head] = list(text_head)
-    return _merged(by_head, heads, layout, zero_is_none), heads
+    return _merged(by_head, heads, layout, repeated, zero_is_none), heads
 
 
 class _Slow(Exception):
@@ -503,6 +511,7 @@ def _merged(
     by_head: dict[Any, _Offers],
     heads: dict[Any, list[str]],
     layout: _Layout,
+    repeated: bool,
     zero_is_none: bool = True,
 ) -> dict[Any, _Offers]:
     """One :class:`_Offers` per machine and one group per key: the groups of a key seen
@@ -515,11 +524,7 @@ def _merged(
         text_head = head if layout.machine_right is None else head[0]
         machine = (key_of(heads[text_head]), head[1] if layout.machine_right else None)
         machines.setdefault(machine, []).append((head, offers))
-    tail = itemgetter(slice(1, None))  # a group's key cells after the head
-    if all(
-        len(o) == 1 and len(set(map(tail, o[0][1].keys))) == len(o[0][1].keys)
-        for o in machines.values()
-    ):
+    if not repeated and len(machines) == len(by_head):
         return by_head  # the usual case: nothing to combine
     merged: dict[Any, _Offers] = {}
     for group in machines.values():
