@@ -9,7 +9,8 @@ first (a module imports only those above it in this list):
 - :mod:`~nodus_cli.catalog.rows` — the rules of a catalog row (:func:`check`), one for
   every file nodus reads, and the canonical GPU name and memory of a supplier's spelling;
 - :mod:`~nodus_cli.catalog.formats` — the file formats ``nodus catalog update`` reads,
-  behind one interface (``formats/nodus.py``, ``formats/skypilot.py``);
+  behind one interface (``formats/nodus.py``; ``formats/skypilot/``, a package: reading
+  the rows fast, what a row's machine is, GCP's hosts and GPUs);
 - :mod:`~nodus_cli.catalog.files` — the embedded catalog, the files nodus writes and reads
   back, ``--catalog`` files;
 - :mod:`~nodus_cli.catalog.store` — the catalog ``nodus catalog update`` keeps under
@@ -22,7 +23,7 @@ first (a module imports only those above it in this list):
 - :mod:`~nodus_cli.catalog.update` — ``nodus catalog update``: fetch, convert, check, store;
 - :mod:`~nodus_cli.catalog.market` — what the catalog offers per GPU model (``nodus gpus``).
 
-**A new catalog format** (another supplier's price file) is one module in
+**A new catalog format** (another supplier's price file) is one module (or package) in
 ``nodus_cli/catalog/formats/`` with a ``FORMAT`` object (a ``name``, ``detect(header)`` and
 ``convert(text, supplier)``; the interface is :class:`nodus_cli.catalog.formats.Format`)
 and one line in :data:`nodus_cli.catalog.formats.MODULES`. ``nodus catalog update``

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from nodus_cli.catalog import formats, rows
 from nodus_cli.catalog.formats import FormatError, nodus, skypilot
+from nodus_cli.catalog.formats.skypilot import reading
 from nodus_cli.catalog.sources import Source
 from nodus_cli.catalog.update import parse
 
@@ -151,7 +152,7 @@ def test_the_fast_reader_reads_what_the_csv_module_reads(
     def refuse(lines: list[str], layout: object) -> object:
         raise IndexError  # as a short line does: the csv module reads the file
 
-    monkeypatch.setattr(skypilot, "_fast_rows", refuse)
+    monkeypatch.setattr(reading, "_fast_rows", refuse)
     slow = formats.check(skypilot.FORMAT.convert(text, "x"))
     assert sorted(fast.rows) == sorted(slow.rows)
     assert sorted((r.line, r.reason) for r in fast.refused) == sorted(
