@@ -193,6 +193,11 @@ def test_plain_progress_lines_when_piped(tmp_path: Path, server: CatalogServer) 
     assert "updated: 4 configurations from 1 source now in use" in done.stdout
     assert "left out: not a GPU (Inferentia2): 1 row (1 configuration), line 12" in done.stdout
     assert "left out: no on-demand price: 1 row (1 configuration), line 17" in done.stdout
+    done = nodus(tmp_path, "catalog", "update", server.url(ACME))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "bad rows: price_per_hour is not a number: 'lots': 1 row (1 configuration), line 4"
+    ) in done.stdout
     assert "\x1b[" not in done.stderr  # not a terminal: no progress bar
 
 

@@ -410,11 +410,7 @@ def update(
     out.line(f"{out.paint('updated', 'green')}: {rows} from {fetched} now in use ({result.path})")
     for r in result.results:
         out.line(f"  {summary(r)}")
-        for bad in r.bad_rows:
-            out.line(f"    bad row: {bad}")
-        if r.bad_count > len(r.bad_rows):
-            out.line(f"    ... and {plural(r.bad_count - len(r.bad_rows), 'more bad row')}")
-        for line in refused_lines(r):
+        for line in refused_lines(r):  # every refused row, bad ones first, with its line
             out.line(f"    {line}")
     for line in change_lines(result.changes):
         out.line(f"  {line}")
