@@ -407,23 +407,35 @@ def catalog_update(
         list[str] | None,
         typer.Argument(
             metavar="SOURCE...",
-            help="URLs of nodus-format CSV files or SkyPilot vms.csv files, optionally "
-            "NAME=URL (default: [catalog] sources in config.toml).",
+            help="URLs or paths of nodus-format CSV files or SkyPilot vms.csv files, "
+            "optionally NAME=URL (default: [catalog] sources in config.toml).",
         ),
     ] = None,
     timeout: Annotated[
-        float, typer.Option(min=0.001, help="Seconds to wait for a server (connect, each read).")
-    ] = 30.0,
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="Seconds one source may take, retries included (default: [catalog] timeout, 30).",
+        ),
+    ] = None,
     retries: Annotated[
         int,
         typer.Option(min=0, max=10, help="Retries after a timeout, connection error, 5xx or 429."),
     ] = 3,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Make these sources the whole catalog (default: each replaces the suppliers "
+            "it carries; the others stay).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch current prices and make them the catalog in use (all sources or nothing)."""
     from nodus_cli.cli.commands import catalog as command
 
-    raise typer.Exit(command.update(sources, as_json, timeout, retries))
+    raise typer.Exit(command.update(sources, as_json, timeout, retries, replace))
 
 
 @swarm_app.command("init-node")
