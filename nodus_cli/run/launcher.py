@@ -192,7 +192,7 @@ def submit(
     args = [sys.executable, "-m", "nodus_cli", "_exec", record.id, "--retries", str(retries)]
     if catalog:
         args += ["--catalog", catalog]
-    with open(store.stderr_path(record.id), "ab") as errors:
+    with store.stderr_file(record.id) as errors:
         child = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,

@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import threading
 import time
@@ -270,6 +271,50 @@ def test_a_damaged_database_is_named_and_logs_stay_readable(nodus_env: Nodus) ->
     assert "Traceback" not in again.stderr
 
 
+def test_every_file_under_the_state_folder_is_private(nodus_env: Nodus) -> None:
+    umask = os.umask(0o022)  # what a user's shell usually has
+    try:
+        detached = nodus_env.write(workload("private-bg", "echo bg"), "bg.toml")
+        started = nodus_env.run("run", "--detach", detached)
+        assert started.returncode == 0, started.stderr
+        nodus_env.wait_done(started.stdout.strip())
+        failing = nodus_env.write(workload("private-fg", "echo fg; exit 3"), "fg.toml")
+        assert nodus_env.run("run", failing).returncode == 3  # its work folder is kept
+    finally:
+        os.umask(umask)
+    seen = {p.relative_to(nodus_env.home).as_posix(): p.lstat() for p in nodus_env.home.rglob("*")}
+    assert any(name.endswith(".stderr") for name in seen)  # the background supervisor's
+    assert any(name.startswith("work/") for name in seen)
+    wrong = {
+        name: oct(st.st_mode & 0o777)
+        for name, st in seen.items()
+        if st.st_mode & 0o777 != (0o700 if stat.S_ISDIR(st.st_mode) else 0o600)
+    }
+    assert wrong == {}
+
+
+def test_an_emptied_database_is_damaged_not_an_empty_history(nodus_env: Nodus) -> None:
+    path = nodus_env.write(workload("before-emptied", "echo kept-line"))
+    assert nodus_env.run("run", path).returncode == 0
+    run_id = nodus_env.runs()[0]["id"]
+    db = nodus_env.home / "runs.sqlite3"
+    for extra in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            (nodus_env.home / f"runs.sqlite3{extra}").unlink()
+    db.write_bytes(b"")  # truncated: a crash mid-copy, a full disk, `> runs.sqlite3`
+    runs = nodus_env.run("runs")
+    assert runs.returncode == 1 and "no runs recorded yet" not in runs.stdout
+    assert f"the run records database {db} is damaged (it is empty (0 bytes)" in runs.stderr
+    assert "holds the logs of 1 recorded run" in runs.stderr
+    assert f"mv {db} {db}.damaged" in runs.stderr
+    logs = nodus_env.run("logs", run_id)
+    assert logs.returncode == 0 and "main | kept-line" in logs.stdout
+    assert "showing the log file alone" in logs.stderr
+    again = nodus_env.run("run", path)
+    assert again.returncode == 1 and "is damaged" in again.stderr
+    assert db.stat().st_size == 0  # nothing recorded over what is left of the history
+
+
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
     mount = tmp_path / "tmpfs"
@@ -320,3 +365,58 @@ def test_a_read_only_state_folder_still_lists_runs(nodus_env: Nodus, tmpfs: Path
     refused = nodus_env.run("run", path, NODUS_HOME=str(home))
     assert refused.returncode == 1 and "are read-only here" in refused.stderr
     assert "Traceback" not in refused.stderr and "internal error" not in refused.stderr
+
+
+def fill(folder: Path) -> Path:
+    """Take every free byte of the disk holding ``folder``."""
+    filler = folder / "filler"
+    with contextlib.suppress(OSError), filler.open("wb") as handle:
+        while True:
+            handle.write(b"\0" * 65536)
+    with contextlib.suppress(OSError), filler.open("ab") as handle:
+        while True:
+            handle.write(b"\0")
+            handle.flush()
+    return filler
+
+
+@needs_system
+def test_a_full_disk_under_existing_records_is_named_and_they_stay_readable(
+    nodus_env: Nodus, tmpfs: Path
+) -> None:
+    home = tmpfs / "home"
+    path = nodus_env.write(workload("before-full", "echo hello"))
+    assert nodus_env.run("run", path, NODUS_HOME=str(home)).returncode == 0
+    fill(tmpfs)
+    listed = nodus_env.run("runs", "--json", NODUS_HOME=str(home))
+    assert listed.returncode == 0, listed.stderr
+    assert [r["workload"] for r in json.loads(listed.stdout)["runs"]] == ["before-full"]
+    full = f"no space left on the disk holding the nodus records ({home / 'runs.sqlite3'})"
+    assert f"warning: {full}" in listed.stderr and "disk I/O error" not in listed.stderr
+    logs = nodus_env.run("logs", NODUS_HOME=str(home))
+    assert logs.returncode == 0 and "main | hello" in logs.stdout, logs.stderr
+    assert full in logs.stderr and "showing the log file alone" not in logs.stderr
+    refused = nodus_env.run("run", path, NODUS_HOME=str(home))
+    assert refused.returncode == 1 and f"error: {full}" in refused.stderr
+    assert "free some space there" in refused.stderr and "disk I/O error" not in refused.stderr
+
+
+@needs_system
+def test_stop_on_a_full_disk_stops_first_and_says_what_was_not_recorded(
+    nodus_env: Nodus, docker_client: Any, tmpfs: Path
+) -> None:
+    home = tmpfs / "home"
+    path = nodus_env.write(workload("full-stop", "echo up; sleep 60"))
+    started = nodus_env.run("run", "--detach", path, NODUS_HOME=str(home))
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    wait_for(lambda: containers(docker_client, "full-stop"), what="the container")
+    filler = fill(tmpfs)
+    stopped = nodus_env.run("stop", run_id, NODUS_HOME=str(home))
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"run {run_id} stopped" in stopped.stderr
+    assert "warning: it was stopped, but that could not be recorded: no space" in stopped.stderr
+    assert containers(docker_client, "full-stop") == []  # stopped first: GPUs free
+    filler.unlink()
+    (run,) = json.loads(nodus_env.run("runs", "--json", NODUS_HOME=str(home)).stdout)["runs"]
+    assert run["status"] == "failed"  # recorded once there was room

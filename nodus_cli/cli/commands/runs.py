@@ -256,10 +256,13 @@ def stop_runs(run_ids: list[str], as_json: bool) -> int:
                 "result": str(result.result),
                 "status": str(result.status),
                 "message": result.message,
+                "unrecorded": result.unrecorded,
             }
         )
         if not as_json:
             stderr_line(f"nodus: {safe(result.message)}")
+            if result.unrecorded:
+                stderr_line(f"nodus: warning: {safe(result.unrecorded)}")
     if as_json:
         emit_json({"version": 1, "runs": results})
     if unknown:
