@@ -429,6 +429,17 @@ class RunStore:
         with self._using(writing=True) as db:
             db.execute("UPDATE runs SET cleanup_pending=? WHERE id=?", (int(pending), run_id))
 
+    def forget(self, run_id: str) -> None:
+        """Remove a run that never started anything (refused before its first task ran):
+        its rows, its log and its supervisor's stderr, as if it had never been recorded."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM tasks WHERE run_id=?", (run_id,))
+            db.execute("DELETE FROM stages WHERE run_id=?", (run_id,))
+            db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+        for path in (self._logs / f"{run_id}.jsonl", self.stderr_path(run_id)):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
     def request_stop(self, run_id: str) -> None:
         with self._using(writing=True) as db:
             db.execute("UPDATE runs SET stop_requested=1 WHERE id=?", (run_id,))

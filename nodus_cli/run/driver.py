@@ -170,6 +170,8 @@ class Runner:
                 defer_signals()
                 self._halt = "error"
                 self._stop_running()
+                if isinstance(exc, NodusError) and not self.began:
+                    raise  # refused before anything ran: the launcher leaves nothing of it
                 message = exc.message if isinstance(exc, NodusError) else f"nodus stopped: {exc!r}"
                 code = exc.exit_code if isinstance(exc, NodusError) else 1
                 self.say(f"run failed: {message}")
@@ -217,6 +219,11 @@ class Runner:
             self.money.cost_now(),
             f"cancelled by {by}; the run's tasks were removed",
         )
+
+    @property
+    def began(self) -> bool:
+        """Whether a task of the run began (before that, a refusal leaves nothing)."""
+        return self._is_running
 
     def _end(self, outcome: Outcome) -> Outcome:
         """Release the work folder, remove leftovers, record the outcome."""

@@ -136,6 +136,23 @@ def test_a_background_supervisors_stderr_file_is_private(tmp_path: Path) -> None
     assert path.read_bytes() == b"a traceback\n"
 
 
+def test_a_run_that_never_started_is_forgotten_with_its_files(tmp_path: Path) -> None:
+    store = RunStore.open(tmp_path / "home")
+    kept = store.create_run(make_workload(), "local", 0.0, None)
+    gone = store.create_run(make_workload(), "local", 0.0, None)
+    log = store.log_writer(gone.id)
+    log.write(None, None, "nodus", "error: refused")
+    log.close()
+    store.stderr_file(gone.id).close()
+    store.forget(gone.id)
+    assert [r.id for r in store.list_runs()] == [kept.id]
+    assert store.log_ids() == []
+    assert not store.stderr_path(gone.id).exists()
+    with sqlite3.connect(store.db_path) as db:
+        left = db.execute("SELECT count(*) FROM stages WHERE run_id=?", (gone.id,)).fetchone()
+    assert left == (0,)
+
+
 def test_an_existing_open_state_folder_is_made_private(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o755)
