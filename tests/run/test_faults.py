@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from docker_support import (  # noqa: F401 - fixtures
+    _HOMES,
     Nodus,
     docker_client,
     engine_clean,
@@ -106,6 +107,65 @@ def test_a_killed_detached_supervisor_is_noticed(nodus_env: Nodus, docker_client
     assert run["status"] == "failed" and "killed, or it crashed" in run["message"]
     assert containers(docker_client, "killed-detached") == []
     assert nodus_env.run("stop", run_id).returncode == 1  # not running any more
+
+
+# -- across state folders: the GPUs are the engine's ----------------------------------------
+
+EIGHT_H100 = 'gpu = "H100"\ngpu_count = 8\n'
+
+
+def test_an_orphan_of_another_home_does_not_block_this_homes_run(
+    nodus_env: Nodus, docker_client: Any
+) -> None:
+    home_b = nodus_env.root / "home-b"
+    _HOMES.append(home_b)
+    path = nodus_env.write(workload("orphan-a", "echo up; sleep 60", EIGHT_H100), "a.toml")
+    started = nodus_env.run("run", "--detach", path, gpus="h100x8")  # home A
+    assert started.returncode == 0, started.stderr
+    run_a = started.stdout.strip()
+    wait_for(lambda: containers(docker_client, "orphan-a"), what="the container")
+    os.kill(supervisor(nodus_env, run_a), signal.SIGKILL)  # it holds all eight GPUs
+    other = nodus_env.write(workload("orphan-b", "echo ran", EIGHT_H100), "b.toml")
+    done = nodus_env.run("run", "--no-wait", other, gpus="h100x8", NODUS_HOME=str(home_b))
+    assert done.returncode == 0, done.stderr  # the dead holder was reclaimed from home B
+    assert "main | ran" in done.stdout
+    assert containers(docker_client, "orphan-a") == []
+    (run,) = nodus_env.runs()  # home A notices its run ended without its supervisor
+    assert run["id"] == run_a and run["status"] == "failed"
+
+
+def test_a_living_holder_of_another_home_is_named_with_its_home(
+    nodus_env: Nodus, docker_client: Any
+) -> None:
+    home_b = nodus_env.root / "home-b"
+    _HOMES.append(home_b)
+    path = nodus_env.write(workload("holder-a", "echo up; sleep 60", EIGHT_H100), "a.toml")
+    started = nodus_env.run("run", "--detach", path, gpus="h100x8")
+    assert started.returncode == 0, started.stderr
+    run_a = started.stdout.strip()
+    held = f"held by run {run_a} of NODUS_HOME {nodus_env.home} (since"
+    other = nodus_env.write(workload("waiter-b", "echo ran", EIGHT_H100), "b.toml")
+    try:
+        refused = nodus_env.run("run", "--no-wait", other, gpus="h100x8", NODUS_HOME=str(home_b))
+        assert refused.returncode == 3 and held in refused.stderr, refused.stderr
+        assert f"NODUS_HOME={nodus_env.home} nodus stop {run_a}" in refused.stderr
+        waiting = nodus_env.popen("run", other, gpus="h100x8", NODUS_HOME=str(home_b))
+
+        def queued() -> list[dict[str, Any]]:
+            listed = nodus_env.run("runs", "--json", NODUS_HOME=str(home_b))
+            found: list[dict[str, Any]] = json.loads(listed.stdout)["runs"] if listed.stdout else []
+            return [r for r in found if "queued" in (r["stages"][0]["message"] or "")]
+
+        wait_for(queued, what="the run in home B queued")
+        (run_b,) = queued()
+        assert held in run_b["stages"][0]["message"]
+        shown = nodus_env.run("runs", run_b["id"], NODUS_HOME=str(home_b))
+        assert held in shown.stdout.replace("\n  ", " "), shown.stdout
+    finally:
+        assert nodus_env.run("stop", run_a).returncode == 0
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert "main | ran" in out
 
 
 # -- the engine connection lost ------------------------------------------------------------
