@@ -16,7 +16,7 @@ from pathlib import Path
 from nodus_cli.api.client import Client, Prepared
 from nodus_cli.cli.output import PullDisplay, emit_json, use_colour
 from nodus_cli.errors import UsageError
-from nodus_cli.text import money, safe
+from nodus_cli.text import bounded, money, safe
 from nodus_cli.workload import Workload
 from nodus_cli.workload.duration import DURATION_HINT, parse_duration
 
@@ -182,8 +182,8 @@ def execute_recorded(run_id: str, retries: int, catalog_path: str | None) -> int
 
 
 def _status(message: str) -> None:
-    print(f"nodus: {message}", file=sys.stderr, flush=True)
+    print(f"nodus: {bounded(message)}", file=sys.stderr, flush=True)
 
 
 def _line(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(bounded(message), file=sys.stderr, flush=True)
