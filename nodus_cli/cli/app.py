@@ -369,12 +369,24 @@ def spend(
     raise typer.Exit(command.run(as_json))
 
 
+NodesTarget = StrEnum("NodesTarget", {name: name for name in _RUN})  # type: ignore[misc]
+
+
 @app.command()
-def nodes(as_json: JsonOpt = False) -> None:
-    """The nodes of the Docker Swarm cluster and what they hold now."""
+def nodes(
+    target: Annotated[
+        NodesTarget,
+        typer.Option(
+            help=f"Whose machines: {_RUN_PLACES} (local: this machine, one entry per GPU "
+            "model, with the tasks queued for them)."
+        ),
+    ] = NodesTarget("swarm"),
+    as_json: JsonOpt = False,
+) -> None:
+    """The nodes of the Docker Swarm cluster (or this machine) and what they hold now."""
     from nodus_cli.cli.commands import nodes as command
 
-    raise typer.Exit(command.run(as_json))
+    raise typer.Exit(command.run(as_json, target.value))
 
 
 catalog_app = typer.Typer(

@@ -8,6 +8,7 @@ configuration a supplier could offer.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -165,7 +166,15 @@ def _node(
     if label_gpu:
         found = gpus.table().lookup(label_gpu)
         family = found.name if found else None
-        if family is None:
+        several = _models(label_gpu) if family is None else []
+        if len(several) > 1:
+            problems.append(
+                f"label {LABEL_GPU}={label_gpu} names {len(several)} GPU models "
+                f"({', '.join(several)}); a node's {GPU_KIND} generic resources cannot tell "
+                "models apart, so nodus offers a node's GPUs as one model: declare only one "
+                "model's GPUs and name it (`nodus swarm init-node`); its GPUs are not offered"
+            )
+        elif family is None:
             problems.append(
                 f"label {LABEL_GPU}={label_gpu} is not a GPU model nodus knows (`nodus gpus` "
                 "lists them): its GPUs are not offered"
@@ -209,6 +218,15 @@ def _node(
         problems=tuple(problems),
         engine_version=str(((desc.get("Engine") or {}).get("EngineVersion")) or ""),
     )
+
+
+def _models(label: str) -> list[str]:
+    """The GPU models a label lists ("L4, T4", "L4/T4"), when every part is one."""
+    parts = [p for p in re.split(r"[,;/+&\s]+", label) if p]
+    found = [gpus.table().lookup(p) for p in parts]
+    if len(parts) < 2 or any(f is None for f in found):
+        return []
+    return list(dict.fromkeys(f.name for f in found if f is not None))
 
 
 def _price(labels: dict[str, str], catalog_path: str | None) -> tuple[float, str]:

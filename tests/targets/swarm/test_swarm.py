@@ -260,6 +260,54 @@ def test_node_without_generic_resources_offers_no_gpu() -> None:
     assert any("no NVIDIA-GPU generic resources" in p for p in node.problems)
 
 
+@pytest.mark.parametrize("label", ["L4, T4", "L4/T4"])
+def test_a_node_labelled_with_several_models_is_no_model(label: str) -> None:
+    # Its NVIDIA-GPU generic resources cannot be told apart: a task reserving one could
+    # get either model, so nodus offers none of them rather than "L4, T4" as one model.
+    raw = {
+        "ID": "mixed",
+        "Description": {
+            "Hostname": "h",
+            "Resources": {
+                "NanoCPUs": 4e9,
+                "MemoryBytes": 8 << 30,
+                "GenericResources": [
+                    {"NamedResourceSpec": {"Kind": "NVIDIA-GPU", "Value": f"GPU-{i}"}}
+                    for i in range(3)
+                ],
+            },
+        },
+        "Spec": {"Labels": {"nodus.gpu": label}, "Role": "worker", "Availability": "active"},
+        "Status": {"State": "ready"},
+    }
+    node = swarm_nodes._node(raw, (0, 0.0, 0.0), None)
+    assert node.gpu is None and node.as_offer().gpu is None and node.gpus == 3
+    (problem,) = node.problems
+    assert problem.startswith(f"label nodus.gpu={label} names 2 GPU models (L4, T4); ")
+    assert "generic resources cannot tell models apart" in problem
+    assert problem.endswith("its GPUs are not offered")
+
+
+def test_init_node_on_a_machine_of_two_models_says_how_to_declare_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from docker_support import FAKE_BIN
+
+    from nodus_cli.errors import NodusError
+    from nodus_cli.targets.local import machine
+    from nodus_cli.targets.swarm import setup
+
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}:/usr/bin:/bin")
+    monkeypatch.setenv("NODUS_FAKE_GPUS", "mixed")
+    with pytest.raises(NodusError) as caught:
+        setup.node_settings(machine.query_gpus(), 1.0, None)
+    assert caught.value.message.startswith("this machine has several GPU models (2× L4, 1× T4)")
+    assert "so nodus declares one model per node" in caught.value.message
+    hint = caught.value.hint or ""
+    assert "L4: NVIDIA-GPU=GPU-de84ad31-ebe4-fc2d-5518-4b13a4c16e1c, NVIDIA-GPU=GPU-3a23" in hint
+    assert "T4: NVIDIA-GPU=GPU-6cf00fa7-59ac-16f2-3e83-d24ccdc56f84" in hint
+
+
 class FakeApi:
     """Just enough of SwarmApi for planning and the pending diagnosis."""
 
