@@ -54,6 +54,9 @@ class Node:
     name: str = ""
     #: The node's Docker Engine version ("20.10.24", "26.1.0").
     engine_version: str = ""
+    #: The address the node is reached at (Swarm's ``Status.Addr``; a manager's own
+    #: address when that says 0.0.0.0): where the routing mesh publishes ports on it.
+    addr: str = ""
 
     @property
     def key(self) -> str:
@@ -81,6 +84,7 @@ class Node:
             "price_per_hour": self.price_per_hour,
             "price_source": self.price_source,
             "arch": self.arch,
+            "addr": self.addr,
             "labels": {k: v for k, v in self.labels.items() if k.startswith("nodus.")},
             "problems": list(self.problems),
         }
@@ -217,7 +221,17 @@ def _node(
         labels=labels,
         problems=tuple(problems),
         engine_version=str(((desc.get("Engine") or {}).get("EngineVersion")) or ""),
+        addr=_address(raw),
     )
+
+
+def _address(raw: dict[str, Any]) -> str:
+    """Where the node is reached: ``Status.Addr``, else its manager address's host."""
+    addr = str((raw.get("Status") or {}).get("Addr") or "")
+    if addr in ("", "0.0.0.0"):
+        manager = str((raw.get("ManagerStatus") or {}).get("Addr") or "")
+        addr = manager.rpartition(":")[0] if ":" in manager else manager
+    return "" if addr == "0.0.0.0" else addr
 
 
 def _models(label: str) -> list[str]:

@@ -490,7 +490,9 @@ def test_plan_and_prepare_say_what_works_differently_on_swarm(tmp_path: Path) ->
         map=MapSpec(("a", "b")),
     )
     work = _workload(stage, output_dir="out")
-    api = FakeApi([raw_node("a", "gpu-a", "H100", 4), raw_node("b", "gpu-b", "H100", 0)], [])
+    a, b = raw_node("a", "gpu-a", "H100", 4), raw_node("b", "gpu-b", "H100", 0)
+    a["Status"]["Addr"], b["Status"]["Addr"] = "10.0.0.1", "10.0.0.2"
+    api = FakeApi([a, b], [])
     target = _target(api, tmp_path)
     plan = target.plan(work, no_history)
     notes = plan.stages[0].notes
@@ -500,7 +502,11 @@ def test_plan_and_prepare_say_what_works_differently_on_swarm(tmp_path: Path) ->
     )
     assert (
         "ports 8080->80/tcp, 5353->53/udp: published through the routing mesh, on every "
-        "node's address" in notes
+        "node's address (10.0.0.1, 10.0.0.2)" in notes
+    )
+    assert (
+        "mounts: the named volume(s) cache live on each node that runs a task (created there "
+        "when missing, kept after the run): another node has its own, not this one" in notes
     )
     assert (
         "fan-out: Swarm spreads the tasks over every node that can run them; each task gets "
@@ -524,7 +530,13 @@ def test_plan_and_prepare_say_what_works_differently_on_swarm(tmp_path: Path) ->
         "the stage and is removed there after the run; write results to storage the nodes "
         "share",
     )
-    assert prepared.notes == tuple(plan.notes)
+    assert prepared.notes == (  # said at submit: where the ports will answer
+        *plan.notes,
+        "stage main: port 80/tcp answers at http://10.0.0.1:8080 and on every other node's "
+        "address (10.0.0.2) (routing mesh)",
+        "stage main: port 53/udp answers at udp://10.0.0.1:5353 and on every other node's "
+        "address (10.0.0.2) (routing mesh)",
+    )
     assert prepared.price_per_hour == plan.stages[0].selected.offer.price_per_hour  # type: ignore[union-attr]
 
 
@@ -543,6 +555,29 @@ def test_stages_on_two_nodes_are_told_they_share_no_folder(tmp_path: Path) -> No
     again = Stage("again", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1))
     one = _target(api, tmp_path).plan(_workload(first, again), no_history)
     assert SEPARATE_WORK_DIRS not in one.notes
+
+
+def test_a_named_volume_of_stages_on_two_nodes_is_two_volumes(tmp_path: Path) -> None:
+    from nodus_cli.workload import Mount
+
+    api = FakeApi([raw_node("a", "gpu-a", "H100", 4), raw_node("b", "gpu-b", "A100", 4)], [])
+    cache = (Mount("cache", "/cache"),)
+    first = Stage("first", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1), mounts=cache)
+    second = Stage("second", IMAGE, None, {}, Requirements(gpu="A100", gpu_count=1), mounts=cache)
+    target = _target(api, tmp_path)
+    work = _workload(first, second)
+    plan = target.plan(work, no_history)
+    said = (
+        "named volume cache: its stages run on different nodes (first on node gpu-a; second "
+        "on node gpu-b), and a named volume lives on the node that mounts it: each node has "
+        "its own cache, so they do not see each other's files; share data through a bind "
+        "mount of storage every node mounts, or run them on one node"
+    )
+    assert said in plan.notes
+    assert said in target.prepare(work, plan).notes  # what `nodus run` prints
+    again = Stage("again", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1), mounts=cache)
+    one = _target(api, tmp_path).plan(_workload(first, again), no_history)
+    assert not any(n.startswith("named volume cache") for n in one.notes)  # one node: one
 
 
 def test_a_stage_no_node_can_run_is_refused_with_the_unusable_nodes(tmp_path: Path) -> None:
@@ -900,6 +935,33 @@ def test_detached_gpu_run_service_spec_placement_and_records(
     shm = next(ln for ln in log.splitlines() if "shm=" in ln)
     assert " 128 " in shm  # /dev/shm: half of the 0.25 GiB memory limit
     assert cluster.service(run_id) == []  # removed once it completed
+
+
+@pytest.mark.swarm
+def test_a_detached_run_says_where_its_port_answers_at_submit_and_in_its_log(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = workload(
+        tmp_path,
+        'command = "echo up; sleep 2"\nports = ["18080:80"]\n'
+        "[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n",
+    )
+    started = nodus_swarm("run", file, "--target", "swarm", "--detach")
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip().splitlines()[-1]
+    # The plan puts a CPU stage on the cheaper node, the manager (10.213.0.1).
+    answers = (
+        "stage main: port 80/tcp answers at http://10.213.0.1:18080 and on every other node's "
+        "address (10.213.0.2) (routing mesh)"
+    )
+    try:
+        assert f"nodus: note: {answers}" in started.stderr  # at submit
+    finally:
+        run = wait_ended(nodus_swarm)
+    assert run["status"] == "succeeded", run
+    log = nodus_swarm("logs", run_id).stdout
+    assert f"nodus: {answers}" in log  # once it ran, in the run's log
+    assert cluster.service(run_id) == []
 
 
 @pytest.mark.swarm
