@@ -507,7 +507,7 @@ def row_values(
     return (
         supplier,
         machine,
-        region.strip(),
+        _region(region),
         family,
         count,
         memory,
@@ -580,7 +580,7 @@ def row_cells(
     return (
         supplier,
         machine,
-        region.strip(),
+        _region(region),
         m[0],
         m[1],
         m[2],
@@ -592,6 +592,11 @@ def row_cells(
         spot,
         m[7],
     )
+
+
+def _region(text: str) -> str:
+    """A region without empty parts: vast.ai's without a state is ", US, NA" in SkyPilot's."""
+    return ", ".join(part.strip() for part in text.split(",") if part.strip())
 
 
 def offer_from_cells(cells: Sequence[str]) -> Offer:

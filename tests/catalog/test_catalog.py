@@ -302,6 +302,17 @@ def test_vast_sizes_are_minimums_and_others_are_exact() -> None:
     assert catalog.embedded().meta["host_size_minimum"].keys() == {"vast"}
 
 
+def test_a_region_has_no_empty_parts() -> None:
+    # SkyPilot's vast.ai file writes a region without a state as ", US, NA".
+    cells = catalog.row_cells(
+        "vast", "2x-H100", ", US, NA", "H100", "2", "80", "32", "64", "3.7", ""
+    )
+    assert cells is not None and cells[2] == "US, NA"
+    regions = [o.region for o in catalog.embedded().offers if o.supplier == "vast"]
+    assert "US, NA" in regions
+    assert not [r for r in regions if r.startswith(",") or ", ," in r or r.endswith(",")]
+
+
 def test_host_size_column_and_supplier_rule(tmp_path: Path) -> None:
     header = HEADER.rstrip("\n") + ",host_size\n"
     rows = (

@@ -134,7 +134,8 @@ def _show_run(record: RunResult, as_json: bool, wide: bool = False) -> int:
     if record.message:
         out.line(safe(record.message))
     if record.output:
-        out.line(f"work directory: {record.output.get('kind')} {record.output.get('path') or ''}")
+        path = record.output.get("path")
+        out.line(f"work directory: {record.output.get('kind')}" + (f" {path}" if path else ""))
     for s in record.stages:
         out.line()
         where = f" on {s.node}" if s.node else ""
