@@ -42,11 +42,14 @@ MAX_LOC = 120
 #: the file holds, a message stays a readable line (rules clip what they echo to
 #: :data:`~nodus_cli.workload.hints.MAX_NAME`; this catches any they do not).
 MAX_QUOTED = 2 * MAX_NAME
-_QUOTED = re.compile(rf'"([^"\n]{{{MAX_QUOTED + 1},}})"')
+#: Every quoted run, paired from the start (a pattern for long runs only would pair the
+#: closing quote of one value with the opening quote of the next, clipping the prose).
+_QUOTED = re.compile(r'"([^"\n]*)"')
 
 
 def _clip_quoted(match: re.Match[str]) -> str:
-    return '"' + clip(match.group(1), MAX_NAME) + '"'
+    inside = match.group(1)
+    return match.group(0) if len(inside) <= MAX_QUOTED else '"' + clip(inside, MAX_NAME) + '"'
 
 
 class Report:
@@ -84,7 +87,9 @@ class Report:
             return
         self.shown[severity] += 1
         loc = safe(middle(display_key(key), MAX_LOC), newlines=False)
-        text = safe(bounded(_QUOTED.sub(_clip_quoted, message)), newlines=False)
+        if len(message) > MAX_QUOTED:  # the common case is short: nothing to clip
+            message = bounded(_QUOTED.sub(_clip_quoted, message))
+        text = safe(message, newlines=False)
         self.problems.append(Problem(loc, text, severity, self.line(key)))
 
     def line(self, key: Key) -> int | None:
