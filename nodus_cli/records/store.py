@@ -517,7 +517,7 @@ class RunStore:
         if not path.exists():
             legacy = self._logs / f"{run_id}.log"
             if legacy.exists():
-                return logs.read(legacy, offset)
+                return logs.read(legacy, offset, plain=True)
         return logs.read(path, offset)
 
     def log_ids(self) -> list[str]:

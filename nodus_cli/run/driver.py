@@ -505,7 +505,12 @@ class Runner:
         sampled = [e.gpu_use for e in ends.values() if e.gpu_use and e.gpu_use.available]
         if not sampled:
             return
-        idle = [i for i, e in sorted(ends.items()) if e.gpu_use and e.gpu_use.idle]
+        stopped = TaskState.STOPPED  # stopped by nodus: no time to use them
+        idle = [
+            i
+            for i, e in sorted(ends.items())
+            if e.gpu_use and e.gpu_use.idle and e.state != stopped
+        ]
         if idle:
             shown = _listed(idle)
             self.say(

@@ -86,22 +86,17 @@ def host_values(workload: Workload, host: Mapping[str, str]) -> dict[str, str]:
 
 def resolved_env(workload: Workload, host: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """Each stage's env with templates resolved; every missing variable in one error."""
-    from nodus_cli.workload.environment import MissingVariables, resolve
+    from nodus_cli.workload.environment import MissingEnvironment, MissingVariables, resolve
 
     found: dict[str, dict[str, str]] = {}
-    missing: list[str] = []
+    missing: list[tuple[str, str]] = []
     for stage in workload.stages:
         try:
             found[stage.name] = resolve(stage.env, host)
         except MissingVariables as exc:
-            missing.extend(line.strip() for line in str(exc).splitlines() if line.strip())
+            missing.extend(exc.missing)
     if missing:
-        raise InvalidInput(
-            "the workload takes values from this environment that are not set:\n  "
-            + "\n  ".join(dict.fromkeys(missing)),
-            hint="export them before running (they are never stored), or give a default: "
-            "${NAME:-default}",
-        )
+        raise MissingEnvironment(missing)
     return found
 
 

@@ -53,10 +53,16 @@ def run(
 
 
 def rerun(run_id: str, detach: bool, retries: int, as_json: bool) -> int:
+    from nodus_cli.workload.environment import MissingEnvironment
+
     record, workload = Client().rerun(run_id)
     client = Client(target=record.target)
+    try:
+        prepared = _prepare(client, workload, record.file, as_json)
+    except MissingEnvironment as exc:
+        raise exc.recorded(record.id) from None  # no file to give a default in
     _status(f"re-running {record.id} ({safe(record.workload)}) on {record.target}")
-    return _start(client, workload, record.file, detach, retries, as_json)
+    return _go(client, prepared, detach, retries, as_json)
 
 
 def with_overrides(
@@ -109,8 +115,17 @@ def _start(
     retries: int,
     as_json: bool,
 ) -> int:
-    pulls = None if as_json else PullDisplay
-    prepared = client.prepare(workload, file=file, pulls=pulls)
+    prepared = _prepare(client, workload, file, as_json)
+    return _go(client, prepared, detach, retries, as_json)
+
+
+def _prepare(client: Client, workload: Workload, file: str | None, as_json: bool) -> Prepared:
+    """Every check that can refuse the run, before anything is said or recorded."""
+    return client.prepare(workload, file=file, pulls=None if as_json else PullDisplay)
+
+
+def _go(client: Client, prepared: Prepared, detach: bool, retries: int, as_json: bool) -> int:
+    """Say what the checks found, then run it here or hand it to the background."""
     for note in prepared.notes:
         _status(f"note: {note}")
     for warning in prepared.warnings:
