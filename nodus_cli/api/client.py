@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -239,17 +239,20 @@ class Client:
 
         p = Path(path)
         try:
-            mode: int | None = p.stat().st_mode
+            mode = p.stat().st_mode
         except FileNotFoundError:
             raise UsageError(f"{path}: no such file") from None
-        except OSError:
-            mode = None  # unreadable: load_file says why (permission denied, ...)
-        if mode is not None and stat.S_ISDIR(mode):
+        except OSError as exc:  # a folder on the way that this user may not enter
+            raise UsageError(
+                f"{path}: cannot read it: {exc.strerror}",
+                hint="check the path and its permissions",
+            ) from None
+        if stat.S_ISDIR(mode):
             raise UsageError(
                 f"{path} is a folder: name one workload file",
                 hint=f"nodus validate {path} checks every file in it",
             )
-        if mode is not None and not stat.S_ISREG(mode):
+        if not stat.S_ISREG(mode):
             # A pipe or a device could block or never end: workload files are plain files.
             raise UsageError(
                 f"{path} is not a regular file ({_kind(mode)}): name a workload file (*.toml)"
@@ -301,13 +304,19 @@ class Client:
         output_dir: str | Path | None = None,
         map: Mapping[str, Any] | None = None,
         stages: Sequence[Mapping[str, Any]] | None = None,
+        priority: int | None = None,
+        wait_timeout: str | float | None = None,
+        queue: bool = True,
         retries: int = 0,
         **other: Any,
     ) -> Run:
         """Submit a workload given as the workload file's keys; returns at once.
 
         Keys nodus does not know (``gpu_type``, ``num_gpus``, ``memory_bytes`` ...) are
-        reported in :class:`InvalidWorkload` with the nodus key to use.
+        reported in :class:`InvalidWorkload` with the nodus key to use. When its GPUs are
+        held by other runs it waits in line (``run.status == "queued"``), by ``priority``
+        and for at most ``wait_timeout``; ``queue=False`` refuses it at once instead
+        (:class:`~nodus_cli.errors.NotRunnable`).
         """
         arguments = {
             "image": image,
@@ -329,9 +338,14 @@ class Client:
             "output_dir": output_dir,
             "map": map,
             "stages": stages,
+            "priority": priority,
+            "wait_timeout": wait_timeout,
             **other,
         }
-        return self.submit(self.workload(**arguments), retries=retries)
+        workload = self.workload(**arguments)
+        if not queue:
+            workload = replace(workload, queue=False)
+        return self.submit(workload, retries=retries)
 
     def map(
         self,

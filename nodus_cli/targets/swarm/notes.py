@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from nodus_cli.errors import NotRunnable
+from nodus_cli.workload.model import DEFAULT_PRIORITY
 
 if TYPE_CHECKING:
     from nodus_cli.planning.planner import Plan, StagePlan
@@ -37,6 +38,7 @@ __all__ = [
     "FAN_OUT",
     "OUTPUT_DIR",
     "OUTPUT_DIR_WARNING",
+    "PRIORITY",
     "SHARE_GPU",
     "cluster_holds",
     "port_notes",
@@ -61,6 +63,10 @@ OUTPUT_DIR = (
     "output_dir: on Swarm the work folder lives on the node that ran the stage and "
     "is removed there after the run; nodus cannot copy it back (write results to "
     "storage the nodes share, e.g. a mount)"
+)
+PRIORITY = (
+    "priority: Swarm has no priorities between services, so it has no effect there; a "
+    "task Swarm keeps pending waits (queued) until a node has room, and wait_timeout applies"
 )
 OUTPUT_DIR_WARNING = (
     "output_dir is not copied back on Swarm: the work folder lives on the node "
@@ -103,9 +109,13 @@ def stage_notes(stage: Stage, nodes: Sequence[Node] = ()) -> list[str]:
 
 def run_notes(workload: Workload, plan: Plan | None = None) -> list[str]:
     """What the plan says of the whole run on Swarm: named volumes that stages on two
-    nodes would each see apart, and ``output_dir``."""
+    nodes would each see apart, ``output_dir``, and ``priority``."""
     found = volume_notes(workload, plan) if plan is not None else []
-    return [*found, OUTPUT_DIR] if workload.output_dir else found
+    if workload.output_dir:
+        found.append(OUTPUT_DIR)
+    if workload.priority != DEFAULT_PRIORITY:
+        found.append(PRIORITY)
+    return found
 
 
 def volume_notes(workload: Workload, plan: Plan) -> list[str]:
