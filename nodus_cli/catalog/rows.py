@@ -174,13 +174,19 @@ def check_offers(
         if offer is None:
             found.append(None)
         else:
-            found.append((s, m, region.strip(), g, n, gm, v, mem, d, a, *offer, h))
+            found.append((s, m, _region(region), g, n, gm, v, mem, d, a, *offer, h))
     return found
 
 
 # What _machine gave for each machine description seen (bounded: cleared when full).
 _MACHINES: dict[tuple[str, ...], tuple[str, str, str, str, str, str, str, str, str, str]] = {}
 _MACHINES_KEPT = 65536
+
+
+def _region(text: str) -> str:
+    """A region without empty parts: vast.ai's without a state is ", US, NA" in SkyPilot's
+    file; it is "US, NA"."""
+    return ", ".join(part.strip() for part in text.split(",") if part.strip())
 
 
 def _offer(price: str, spot: str) -> tuple[str, str] | None:
@@ -203,6 +209,8 @@ def _plain(regions: list[str], prices: list[str], spots: list[str]) -> bool:
     for column in (regions, prices, spots):
         if list(map(str.strip, column)) != column:
             return False
+    if any("," in r and _region(r) != r for r in regions):
+        return False
     if not all(prices):
         return False
     try:

@@ -17,7 +17,7 @@ app = typer.Typer(
     name="nodus",
     help="Validate, price and run GPU workloads described in TOML files.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -369,19 +369,24 @@ def spend(
     raise typer.Exit(command.run(as_json))
 
 
+NodesTarget = StrEnum("NodesTarget", {name: name for name in _RUN})  # type: ignore[misc]
+
+
 @app.command()
 def nodes(
     target: Annotated[
-        PlanTarget | None,
-        typer.Option(help=f"Whose machines: {_RUN_PLACES} (default: swarm)."),
-    ] = None,
+        NodesTarget,
+        typer.Option(
+            help=f"Whose machines: {_RUN_PLACES} (local: this machine, one entry per GPU "
+            "model, with the tasks queued for them)."
+        ),
+    ] = NodesTarget("swarm"),
     as_json: JsonOpt = False,
 ) -> None:
-    """The nodes of the Docker Swarm cluster (or this machine, --target local) and what
-    they hold now: GPUs per model, free, and queued for."""
+    """The nodes of the Docker Swarm cluster (or this machine) and what they hold now."""
     from nodus_cli.cli.commands import nodes as command
 
-    raise typer.Exit(command.run(as_json, (target or PlanTarget("swarm")).value))
+    raise typer.Exit(command.run(as_json, target.value))
 
 
 catalog_app = typer.Typer(

@@ -220,6 +220,19 @@ def test_vast_sizes_are_minimums_and_others_are_exact() -> None:
     assert catalog.embedded().meta["host_size_minimum"].keys() == {"vast"}
 
 
+def test_a_region_has_no_empty_parts() -> None:
+    # SkyPilot's vast.ai file writes a region without a state as ", US, NA".
+    from nodus_cli.catalog import rows
+
+    cells = rows.check(
+        ["vast", "2x-H100", ", US, NA", "H100", "2", "80", "32", "64", "", "x86_64", "3.7", "", ""]
+    )
+    assert cells is not None and cells[2] == "US, NA"
+    regions = [o.region for o in catalog.embedded().offers if o.supplier == "vast"]
+    assert "US, NA" in regions
+    assert not [r for r in regions if r.startswith(",") or ", ," in r or r.endswith(",")]
+
+
 def test_embedded_catalog_knows_the_quirks() -> None:
     offers = catalog.embedded().offers
     by_machine = {(o.supplier, o.machine_id): o for o in offers}

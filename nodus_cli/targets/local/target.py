@@ -453,7 +453,7 @@ class LocalTarget(Target):
                 end = self._run_container(task, ctx, cid, spec, since)
             report = sampler.report()
             if task.item is None:  # a fan-out stage's driver sums its tasks' use up
-                self._report_usage(task, ctx, report)
+                self._report_usage(task, ctx, report, stopped=end.state == TaskState.STOPPED)
             return TaskEnd(end.state, end.exit_code, end.message, gpu_use=report)
         finally:
             with self._lock:
@@ -684,7 +684,11 @@ class LocalTarget(Target):
                 f"{scheme}://{host}:{p.host}{also}"
             )
 
-    def _report_usage(self, task: Task, ctx: TaskContext, report: UsageReport) -> None:
+    def _report_usage(
+        self, task: Task, ctx: TaskContext, report: UsageReport, stopped: bool = False
+    ) -> None:
+        """What the task did with its GPUs; never that they stayed idle when nodus stopped
+        it (cancelled, a budget): it had no time to use them."""
         label = _label(task)
         if not report.available:
             ctx.say(
@@ -700,7 +704,7 @@ class LocalTarget(Target):
                 for u in report.used
             )
             ctx.say(f"{label}: GPUs used: {detail}")
-        if report.idle:
+        if report.idle and not stopped:
             ctx.say(
                 f"warning: {label}: {_gpus(report.idle)} stayed idle (no "
                 "utilization, no memory allocated): a request is not proof of use; check that "
