@@ -19,12 +19,32 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def nodus_command() -> list[str]:
-    """The installed ``nodus`` script next to this interpreter, else ``python -m nodus_cli``."""
-    script = Path(sys.executable).with_name("nodus")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("nodus")
-    return [found] if found else [sys.executable, "-m", "nodus_cli"]
+    """``nodus`` as a user has it: installed normally (not the editable install the tests
+    use, whose import hook costs every start), from this checkout, in a venv of its own
+    under .ci/state/ whose dependencies are this interpreter's (made on first use)."""
+    return [str(installed_venv() / "bin" / "nodus")]
+
+
+def installed_venv() -> Path:
+    """A venv with this checkout's nodus installed as a wheel would be (byte-compiled,
+    no import hook), its dependencies found through a path file: reinstalled once per
+    benchmark process, so it measures the code as it is now."""
+    global _INSTALLED
+    venv = REPO / ".ci" / "state" / "bench-venv"
+    if _INSTALLED is None:
+        if not (venv / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps"]
+        subprocess.run([*pip, "--force-reinstall", str(REPO)], check=True, **quiet)
+        site = next((venv / "lib").glob("python3*/site-packages"))
+        deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+        (site / "zz_nodus_deps.pth").write_text("\n".join(deps) + "\n", "utf-8")
+        _INSTALLED = venv
+    return _INSTALLED
+
+
+_INSTALLED: Path | None = None
 
 
 def wall(cmd: Sequence[str], env: dict[str, str] | None = None) -> float:

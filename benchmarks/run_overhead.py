@@ -7,10 +7,10 @@ Per round, in alternating order (so drift in the engine affects both alike):
   container (create, start, live output, wait, remove), the final record;
 - baseline: the wall time of ``docker run --rm nodus-test/busybox:1 echo hi``.
 
-Prints both medians and their ratio (goal: under 1.3x). Needs the local engine and the
+Prints both medians and their ratio (goal: at most 1.4x). Needs the local engine and the
 test image (``bash tests/harness/engine.sh up``). Not collected by pytest.
 
-Run: python benchmarks/run_overhead.py [--rounds 7] [--max-ratio 1.3]
+Run: python benchmarks/run_overhead.py [--rounds 7] [--max-ratio 1.4]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from _timing import alternate, installed_env, nodus_command, report_ratio, timed
 
 IMAGE = "nodus-test/busybox:1"
-GOAL = 1.3
+GOAL = 1.4
 WORKLOAD = f"""\
 name = "run-overhead"
 image = "{IMAGE}"

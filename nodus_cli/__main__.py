@@ -1,15 +1,18 @@
 """Entry point: turns every error the user can act on into a message and an exit code.
 
-``nodus validate`` runs in CI on every commit, often on hundreds of files: it is parsed
+``nodus validate`` runs in CI on every commit, often on hundreds of files, and ``nodus
+plan FILE`` / ``nodus run FILE`` are what users type most: their plain forms are parsed
 here without Typer (whose import is about half of nodus's start-up). Anything this small
-parser does not know (``--help``, a misspelt option, no path) goes to the Typer
-application, which explains it; both paths call the same ``commands.validate.run``.
+parser does not know (``--help``, a misspelt option, no path, a value out of range) goes
+to the Typer application, which explains it; both paths call the same functions
+(``commands.validate.run``, :mod:`nodus_cli.cli.invoke`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 _FORMATS = ("text", "github", "json")
 
@@ -20,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         fast = _validate(args)
+        if fast is None:
+            fast = _plan_or_run(args)
         if fast is not None:
             return fast
         from nodus_cli.cli.app import app
@@ -75,6 +80,100 @@ def _validate(args: list[str]) -> int | None:
     from nodus_cli.cli.commands import validate
 
     return validate.run(paths, fmt, strict)
+
+
+#: ``nodus plan FILE`` and ``nodus run FILE``: their plain options, for the fast path.
+_PLAN_FLAGS = {"--json": "as_json", "--wide": "wide"}
+_PLAN_VALUES = {"--target": "target", "--catalog": "catalog", "--top": "top"}
+_RUN_FLAGS = {
+    **_PLAN_FLAGS,
+    "--dry-run": "dry_run",
+    "--detach": "detach",
+    "-d": "detach",
+    "--no-wait": "no_wait",
+}
+_RUN_VALUES = {
+    **_PLAN_VALUES,
+    "--retries": "retries",
+    "--env": "env",
+    "-e": "env",
+    "--output": "output",
+    "--priority": "priority",
+    "--wait-timeout": "wait_timeout",
+}
+#: Bounds of the numeric options (as the Typer app declares them): (low, high).
+_BOUNDS = {"retries": (0, 10), "priority": (0, 100), "top": (0, None)}
+
+
+def _plan_or_run(args: list[str]) -> int | None:
+    """``nodus plan FILE ...`` or ``nodus run FILE ...`` in their plain forms, or None."""
+    if not args or args[0] not in ("plan", "run"):
+        return None
+    command = args[0]
+    flags, values = (_PLAN_FLAGS, _PLAN_VALUES) if command == "plan" else (_RUN_FLAGS, _RUN_VALUES)
+    parsed = _options(args[1:], flags, values, frozenset({"env"}))
+    if parsed is None:
+        return None
+    options, positional = parsed
+    if len(positional) != 1:
+        return None
+    for name, (low, high) in _BOUNDS.items():
+        if name in options:
+            number = _number(options[name], low, high)
+            if number is None:
+                return None
+            options[name] = number
+    from nodus_cli.api import target_names
+
+    places = ["catalog", *target_names()]
+    if options.get("target", "catalog") not in places:
+        return None
+    from nodus_cli.cli import invoke
+
+    if command == "plan":
+        return invoke.plan(invoke.PlanOptions(positional[0], **options))
+    options.setdefault("target", "local")
+    return invoke.run(invoke.RunOptions(positional[0], **options))
+
+
+def _options(
+    args: list[str], flags: dict[str, str], values: dict[str, str], lists: frozenset[str]
+) -> tuple[dict[str, Any], list[str]] | None:
+    """``args`` as (options by name, positionals) when each is plainly one of ``flags`` or
+    ``values`` (``--opt VALUE`` or ``--opt=VALUE``); None for anything else."""
+    found: dict[str, Any] = {}
+    positional: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            positional.extend(rest)
+            break
+        if not arg.startswith("-") or arg == "-":
+            positional.append(arg)
+            continue
+        option, eq, inline = arg.partition("=")
+        if option in flags and not eq:
+            found[flags[option]] = True
+        elif option in values:
+            value = inline if eq else next(rest, None)
+            name = values[option]
+            if value is None or (name in found and name not in lists):
+                return None  # missing, or given twice: Typer says what it makes of it
+            if name in lists:
+                found.setdefault(name, []).append(value)
+            else:
+                found[name] = value
+        else:
+            return None
+    return found, positional
+
+
+def _number(text: str, low: int, high: int | None) -> int | None:
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if value >= low and (high is None or value <= high) else None
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ query) must match; the first match answers. ``fake.requests`` lists what was ask
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import re
@@ -64,6 +65,7 @@ class FakeEngine:
         self.requests: list[tuple[str, str]] = []
         self.bodies: list[bytes] = []
         self.release = threading.Event()  # ends every stalled answer
+        self.connections: list[socket.socket] = []
         self.server = Server(str(self.path), Handler)
         self.server.fake = self
 
@@ -74,7 +76,15 @@ class FakeEngine:
     def route(self, method: str, path: str, answer: Answer) -> None:
         self.routes.append((method, re.compile(path), answer))
 
+    def drop_connections(self) -> None:
+        """Close every connection a client kept alive, as an engine restart does."""
+        for conn in self.connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        self.connections.clear()
+
     def dispatch(self, handler: Handler) -> None:
+        self.connections.append(handler.connection)
         self.requests.append((handler.command, handler.path))
         length = int(handler.headers.get("Content-Length") or 0)
         self.bodies.append(handler.rfile.read(length) if length else b"")

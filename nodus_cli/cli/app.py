@@ -163,9 +163,11 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Price every configuration that can run the workload; exit 3 when none can."""
-    from nodus_cli.cli.commands import plan as command
+    from nodus_cli.cli import invoke
 
-    raise typer.Exit(command.run(file, target.value, catalog, top, as_json, wide=wide))
+    raise typer.Exit(
+        invoke.plan(invoke.PlanOptions(file, target.value, catalog, top, wide, as_json))
+    )
 
 
 RetriesOpt = Annotated[
@@ -248,17 +250,25 @@ def run(
 
     When the GPUs it needs are held by other runs, it waits for them in line (queued),
     unless --no-wait."""
-    chosen = (target or PlanTarget("local")).value
-    if dry_run:  # plans against the target `run` would use
-        from nodus_cli.cli.commands import plan as planning
+    from nodus_cli.cli import invoke
 
-        raise typer.Exit(planning.run(file, chosen, catalog, top, as_json, wide, dry_run=True))
-    from nodus_cli.cli.commands import run as command
-
-    waiting = command.Waiting(priority, not no_wait, wait_timeout)
-    raise typer.Exit(
-        command.run(file, chosen, catalog, detach, retries, as_json, env, output, waiting)
+    options = invoke.RunOptions(
+        file,
+        (target or PlanTarget("local")).value,
+        catalog,
+        dry_run,
+        detach,
+        retries,
+        env or [],
+        output,
+        priority,
+        no_wait,
+        wait_timeout,
+        top,
+        wide,
+        as_json,
     )
+    raise typer.Exit(invoke.run(options))
 
 
 @app.command()

@@ -123,3 +123,65 @@ def test_an_echoed_argument_is_clipped_whatever_its_size(
     assert len(out) < 2000, (args, len(out), out[:300])  # each was 100,000 bytes and more
     assert "Z" * 130 + "…" + "Z" * 63 + "END" in out  # its start and its end, clipped between
     assert "Traceback" not in out
+
+
+PLANNED = 'name = "p"\nimage = "img:1"\ncommand = "true"\n[requirements]\ncpu = 2\n'
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "{f}"],
+        ["plan", "{f}", "--json"],
+        ["plan", "--top", "2", "--wide", "{f}"],
+        ["plan", "{f}", "--top=0", "--target", "catalog"],
+        ["plan", "--target", "local", "{f}", "--json"],
+        ["run", "--dry-run", "{f}", "--json"],
+        ["run", "--dry-run", "--target=catalog", "--top", "1", "{f}"],
+        ["run", "--dry-run", "--priority", "80", "--no-wait", "-e", "A=1", "{f}"],
+        ["plan", "--", "{f}"],
+    ],
+)
+def test_plan_and_run_without_typer_say_what_typer_says(tmp_path: Path, args: list[str]) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(PLANNED)
+    argv = [a.replace("{f}", str(path)) for a in args]
+    fast, slow = nodus(*argv), nodus(*argv, typer=True)
+    assert (fast.returncode, fast.stdout) == (slow.returncode, slow.stdout)
+    assert "Traceback" not in fast.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["plan", "{f}", "--top", "-1"], "--top"),
+        (["run", "{f}", "--retries", "11"], "--retries"),
+        (["run", "{f}", "--priority", "101"], "--priority"),
+        (["plan", "{f}", "--target", "mars"], "--target"),
+        (["plan", "{f}", "{f}"], "unexpected extra argument"),
+        (["plan", "{f}", "--unknown"], "No such option"),
+        (["plan"], "Missing argument"),
+    ],
+)
+def test_a_plan_or_run_the_fast_path_does_not_know_goes_to_typer(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(PLANNED)
+    done = nodus(*[a.replace("{f}", str(path)) for a in args])
+    assert done.returncode == 2 and words in done.stderr
+
+
+def test_plan_and_run_dry_run_never_import_typer(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(PLANNED)
+    code = (
+        "import contextlib, io, sys\n"
+        "from nodus_cli.__main__ import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    a = main(['plan', {str(path)!r}])\n"
+        f"    b = main(['run', '--dry-run', '--target', 'catalog', {str(path)!r}])\n"
+        "print(a, b, sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stdout.strip().splitlines()[-1] == "0 0 []", done.stdout + done.stderr

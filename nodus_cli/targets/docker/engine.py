@@ -216,7 +216,7 @@ class Engine:
             _, headers, _ = self.http.call(
                 "GET", "/_ping", timeout=timeout or self.connect_timeout, versioned=False
             )
-        version = str(headers.get("Api-Version") or "1.41")
+        version = str(headers.get("api-version") or "1.41")  # names are lowercased
         major, minor = min(_parse_version(version), MAX_API)
         self.api = self.http.version = f"{major}.{minor}"
         if self._client is not None:

@@ -6,8 +6,11 @@ a fan-out makes eight calls a task and a single run is measured against ``docker
 The calls a local run makes are few and plain HTTP/1.1, so they go straight to the socket:
 one persistent connection per thread (a thread's calls never wait for another's), and a
 connection of its own for each stream (logs, events), which ``close()`` cuts from any
-thread. The SDK stays for what it does that this does not: pulling with the registry
-credentials of the Docker CLI's configuration, and the Swarm calls.
+thread. Even ``http.client`` is more than this needs (it parses headers with the email
+package: 15 ms of every start), so the little HTTP/1.1 a client of dockerd speaks is
+written here: a request, a status line, headers, a body of a known length or in chunks.
+The SDK stays for what it does that this does not: pulling with the registry credentials
+of the Docker CLI's configuration, and the Swarm calls.
 
 Contract: :class:`Http` raises only :class:`Failure` (the engine unreachable, or the
 connection dropped), :class:`Timeout`, and :class:`Status` (an error answer, with the
@@ -17,17 +20,24 @@ engine's message); :mod:`.engine` turns these into its own errors in one place.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import socket
-import ssl
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import quote, urlencode, urlsplit
 
-__all__ = ["Failure", "Http", "Status", "Stream", "Timeout", "Tls"]
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = ["Failure", "Http", "Status", "Stream", "Timeout", "Tls", "path_of"]
+
+#: The longest status or header line an engine sends (a guard against a wrong peer).
+_MAX_LINE = 65536
+#: An answer whose connection ended before its body did: never taken for a whole answer
+#: (a container wait cut short is not an exit code).
+_CUT = "the engine closed the connection in the middle of its answer"
 
 
 class Failure(Exception):
@@ -47,6 +57,10 @@ class Status(Exception):
         self.message = message
 
 
+class _Closed(Exception):
+    """The peer closed a kept-alive connection before answering (worth one retry)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Tls:
     """TLS to a ``tcp://`` engine: the CA to verify it with, a client certificate."""
@@ -56,6 +70,8 @@ class Tls:
     verify: bool = True
 
     def context(self) -> ssl.SSLContext:
+        import ssl
+
         ctx = ssl.create_default_context(cafile=self.ca)
         if not self.verify:
             ctx.check_hostname = False
@@ -65,42 +81,127 @@ class Tls:
         return ctx
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.path = path
+class _Connection:
+    """One socket to the engine, answers read from it one after another."""
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout)
-        try:
-            sock.connect(self.path)
-        except OSError:
-            sock.close()
-            raise
+    def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
+        self.file: BinaryIO = sock.makefile("rb")
+        self.open = True
+        #: Not used yet: a close by the peer now is not an idle connection timing out.
+        self.fresh = True
+
+    def send(self, head: bytes, body: bytes | None) -> None:
+        self.sock.sendall(head + body if body else head)
+
+    def close(self) -> None:
+        self.open = False
+        with contextlib.suppress(OSError):
+            self.file.close()
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+class _Answer:
+    """An answer's status and headers, and its body, whole or as it comes."""
+
+    def __init__(self, conn: _Connection, fresh: bool) -> None:
+        self.conn = conn
+        line = conn.file.readline(_MAX_LINE)
+        if not line:
+            if fresh:
+                raise Failure("the engine closed the connection")
+            raise _Closed()
+        parts = line.split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/") or not parts[1].isdigit():
+            raise Failure(f"not an HTTP answer: {line[:80]!r}")
+        self.status = int(parts[1])
+        self.headers: dict[str, str] = {}
+        while True:
+            header = conn.file.readline(_MAX_LINE)
+            if header in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = header.decode("latin-1").partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+        self.chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        length = self.headers.get("content-length")
+        self.left: int | None = int(length) if length is not None and not self.chunked else None
+        self.keep = self.headers.get("connection", "").lower() != "close"
+        self._chunk = 0  # bytes left of the chunk being read
+        self.done = self.status in (204, 304) or self.left == 0
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes of the body (all of it for -1); b"" at its end."""
+        if self.done:
+            return b""
+        f = self.conn.file
+        if self.left is not None:
+            want = self.left if size < 0 else min(size, self.left)
+            data = f.read(want)
+            self.left -= len(data)
+            if not data and want:
+                raise Failure(_CUT)
+            self.done = self.left == 0
+            return data
+        if not self.chunked:  # up to the connection's end
+            data = f.read() if size < 0 else f.read(size)
+            if not data or size < 0:
+                self.done, self.keep = True, False
+            return data
+        parts: list[bytes] = []
+        wanted = size
+        while not self.done and (wanted < 0 or wanted > 0):
+            if self._chunk == 0:
+                line = f.readline(_MAX_LINE)
+                if not line:  # the connection ended before the last chunk
+                    raise Failure(_CUT)
+                self._chunk = int(line.split(b";")[0].strip() or b"0", 16)
+                if self._chunk == 0:
+                    while f.readline(_MAX_LINE) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    self.done = True
+                    break
+            take = self._chunk if wanted < 0 else min(wanted, self._chunk)
+            data = f.read(take)
+            if not data:
+                raise Failure(_CUT)
+            parts.append(data)
+            self._chunk -= len(data)
+            if wanted > 0:
+                wanted -= len(data)
+            if self._chunk == 0:
+                f.readline(_MAX_LINE)  # the chunk's own line end
+        return b"".join(parts)
 
 
 class Stream:
     """An answer read as it comes (a followed log, the engine's events); ``close()`` from
     any thread ends it, and whoever reads it sees the end."""
 
-    def __init__(self, connection: http.client.HTTPConnection, response: Any) -> None:
-        self.connection = connection
-        self.response = response
+    def __init__(self, answer: _Answer) -> None:
+        self.answer = answer
         self._closed = False
 
     def read(self, size: int) -> bytes:
-        """Up to ``size`` bytes (fewer only at the end); b"" once it ended or was closed."""
+        """Exactly ``size`` bytes (fewer only at the end); b"" once it ended or was closed."""
+        parts: list[bytes] = []
+        while size > 0:
+            part = self._read(size)
+            if not part:
+                break
+            parts.append(part)
+            size -= len(part)
+        return b"".join(parts)
+
+    def _read(self, size: int) -> bytes:
         if self._closed:
             return b""
         try:
-            data: bytes = self.response.read(size)
-            return data
+            return self.answer.read(size)
         except TimeoutError:
             raise Timeout("no answer in time") from None
-        except (OSError, http.client.HTTPException, ValueError, AttributeError):
-            if self._closed:
+        except (OSError, ValueError, Failure):
+            if self._closed:  # cut by close(): the end, not a failure
                 return b""
             raise Failure("the engine closed the stream") from None
 
@@ -108,14 +209,23 @@ class Stream:
         if self._closed:
             return b""
         try:
-            line: bytes = self.response.readline()
-            return line
+            return self._line()
         except TimeoutError:
             raise Timeout("no answer in time") from None
-        except (OSError, http.client.HTTPException, ValueError, AttributeError):
-            if self._closed:
+        except (OSError, ValueError, Failure):
+            if self._closed:  # cut by close(): the end, not a failure
                 return b""
             raise Failure("the engine closed the stream") from None
+
+    def _line(self) -> bytes:
+        parts: list[bytes] = []
+        while True:
+            part = self.answer.read(1)
+            if not part:
+                return b"".join(parts)
+            parts.append(part)
+            if part == b"\n":
+                return b"".join(parts)
 
     def frames(self) -> Iterator[tuple[int, bytes]]:
         """A non-TTY container's output: (1 stdout | 2 stderr, bytes) frames."""
@@ -124,18 +234,17 @@ class Stream:
             yield header[0], self.read(size) if size else b""
 
     def documents(self) -> Iterator[dict[str, Any]]:
-        """One JSON document per line (the engine's events, a pull's progress)."""
+        """One JSON document per line (the engine's events)."""
         while line := self.readline():
             if line.strip():
                 yield json.loads(line)
 
     def close(self) -> None:
         self._closed = True
-        sock = self.connection.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
-        self.connection.close()
+        sock = self.answer.conn.sock
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked reading it
+        self.answer.conn.close()
 
 
 class Http:
@@ -155,21 +264,32 @@ class Http:
 
     # -- connections ----------------------------------------------------------------
 
-    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
-        if self.unix:
-            return _UnixConnection(self.socket_path, timeout or self.timeout)
-        if self.tls is not None:
-            if self._ssl is None:
-                self._ssl = self.tls.context()
-            return http.client.HTTPSConnection(
-                self.host, self.port, timeout=timeout or self.timeout, context=self._ssl
-            )
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout or self.timeout)
+    def _connect(self, timeout: float | None) -> _Connection:
+        try:
+            if self.unix:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(timeout)
+                try:
+                    sock.connect(self.socket_path)
+                except OSError:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection((self.host, self.port), timeout)
+                if self.tls is not None:
+                    if self._ssl is None:
+                        self._ssl = self.tls.context()
+                    sock = self._ssl.wrap_socket(sock, server_hostname=self.host)
+        except TimeoutError:
+            raise Timeout("connecting: no answer in time") from None
+        except OSError as exc:
+            raise Failure(_words(exc)) from None
+        return _Connection(sock)
 
-    def _pooled(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._local.conn = self._connect(None)
+    def _pooled(self) -> _Connection:
+        conn: _Connection | None = getattr(self._local, "conn", None)
+        if conn is None or not conn.open:
+            conn = self._local.conn = self._connect(self.timeout)
         return conn
 
     def _drop(self) -> None:
@@ -185,6 +305,14 @@ class Http:
         query = urlencode({k: _param(v) for k, v in (params or {}).items() if v is not None})
         return f"{prefix}{path}" + (f"?{query}" if query else "")
 
+    def _head(self, method: str, target: str, body: bytes | None) -> bytes:
+        lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}", "User-Agent: nodus"]
+        if body is not None:
+            lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+        elif method in ("POST", "PUT"):
+            lines.append("Content-Length: 0")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
     # -- calls ----------------------------------------------------------------------
 
     def call(
@@ -195,39 +323,44 @@ class Http:
         body: Any = None,
         timeout: float | None = None,
         versioned: bool = True,
-    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    ) -> tuple[int, dict[str, str], bytes]:
         """One request on this thread's connection: (status, headers, body); Status for
-        an error answer. A connection the engine closed while idle is made again once."""
-        target = self.url(path, params, versioned)
+        an error answer. A kept-alive connection the engine closed meanwhile is made
+        again, once."""
         payload = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json"} if payload is not None else {}
+        head = self._head(method, self.url(path, params, versioned), payload)
         for attempt in (1, 2):
             conn = self._pooled()
-            reused = conn.sock is not None
+            fresh, conn.fresh = conn.fresh, False
             try:
-                if conn.sock is not None:
-                    conn.sock.settimeout(timeout or self.timeout)
-                elif timeout is not None:
-                    conn.timeout = timeout
-                conn.request(method, target, body=payload, headers=headers)
-                response = conn.getresponse()
-                data = response.read()
+                conn.sock.settimeout(timeout or self.timeout)
+                conn.send(head, payload)
+                answer = _Answer(conn, fresh)
+                data = answer.read()
+            except _Closed:
+                self._drop()
+                if attempt == 1:
+                    continue  # the engine closed an idle kept-alive connection
+                raise Failure("the engine closed the connection") from None
             except TimeoutError:
                 self._drop()
                 raise Timeout(f"{method} {path}: no answer in time") from None
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+            except (BrokenPipeError, ConnectionResetError) as exc:
                 self._drop()
-                if reused and attempt == 1:
-                    continue  # the engine closed an idle kept-alive connection
+                if not fresh and attempt == 1:
+                    continue
                 raise Failure(_words(exc)) from None
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ValueError) as exc:
                 self._drop()
                 raise Failure(_words(exc)) from None
-            if response.will_close:
+            except Failure:
                 self._drop()
-            if response.status >= 400:
-                raise Status(response.status, _message(data, response.status))
-            return response.status, response.headers, data
+                raise
+            if not answer.keep or not answer.done:
+                self._drop()
+            if answer.status >= 400:
+                raise Status(answer.status, _message(data, answer.status))
+            return answer.status, answer.headers, data
         raise AssertionError("unreachable")  # pragma: no cover
 
     def json(
@@ -248,21 +381,20 @@ class Http:
         each wait for more (None: wait as long as it takes)."""
         conn = self._connect(self.timeout)
         try:
-            conn.request("GET", self.url(path, params))
-            response = conn.getresponse()
+            conn.send(self._head("GET", self.url(path, params), None), None)
+            answer = _Answer(conn, True)
         except TimeoutError:
             conn.close()
             raise Timeout(f"GET {path}: no answer in time") from None
-        except (OSError, http.client.HTTPException) as exc:
+        except (OSError, ValueError, _Closed) as exc:
             conn.close()
             raise Failure(_words(exc)) from None
-        if response.status >= 400:
-            data = response.read()
+        if answer.status >= 400:
+            data = answer.read()
             conn.close()
-            raise Status(response.status, _message(data, response.status))
-        if conn.sock is not None:
-            conn.sock.settimeout(timeout)
-        return Stream(conn, response)
+            raise Status(answer.status, _message(data, answer.status))
+        conn.sock.settimeout(timeout)
+        return Stream(answer)
 
 
 def path_of(name: str) -> str:
@@ -289,14 +421,13 @@ def _message(data: bytes, status: int) -> str:
     return text or f"HTTP {status}"
 
 
-_REASONS = (
+_REASONS: tuple[tuple[type[BaseException], str], ...] = (
     (FileNotFoundError, "no such socket (No such file or directory)"),
     (ConnectionRefusedError, "connection refused"),
     (PermissionError, "permission denied"),
-    (http.client.RemoteDisconnected, "the engine closed the connection"),
     (ConnectionResetError, "the engine closed the connection"),
     (BrokenPipeError, "the engine closed the connection"),
-    (http.client.IncompleteRead, "the engine closed the connection"),
+    (_Closed, "the engine closed the connection"),
 )
 
 

@@ -5,9 +5,11 @@ engine cannot be made to do)."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_engine import FakeEngine, chunked, frames, hang_up, ping, reply, stall
@@ -229,6 +231,35 @@ def test_a_connection_dropped_mid_call_is_engine_unreachable() -> None:
             engine.Engine(fake.host).wait("c")
         assert caught.value.reason == "the engine closed the connection"
         assert str(caught.value).startswith(f"cannot reach the Docker engine at {fake.host}")
+
+
+def test_a_wait_whose_answer_is_cut_mid_body_is_not_an_exit_code() -> None:
+    # dockerd sends a wait's headers at once and its body when the container exits: a
+    # connection that drops in between is a lost engine, never "exited with 1".
+    def headers_then_hang_up(h: Any) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        h.wfile.write(b'5\r\n{"Sta')
+        h.wfile.flush()
+        h.close_connection = True
+        h.connection.shutdown(socket.SHUT_RDWR)
+
+    with FakeEngine() as fake:
+        fake.route("POST", API + "/containers/c/wait", headers_then_hang_up)
+        with pytest.raises(engine.EngineUnreachable) as caught:
+            engine.Engine(fake.host).wait("c")
+        assert caught.value.reason == "the engine closed the connection in the middle of its answer"
+
+
+def test_a_kept_alive_connection_the_engine_closed_is_made_again() -> None:
+    with FakeEngine() as fake:
+        fake.route("GET", API + "/containers/json", reply(200, [{"Id": "c1"}]))
+        eng = engine.Engine(fake.host)
+        assert eng.containers({}) == [{"Id": "c1"}]
+        fake.drop_connections()  # the engine restarted, or closed an idle connection
+        assert eng.containers({}) == [{"Id": "c1"}]
 
 
 def test_a_stalled_pull_is_a_clear_error_within_its_bound(machine: pytest.MonkeyPatch) -> None:
