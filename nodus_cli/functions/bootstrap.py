@@ -7,7 +7,7 @@ cloudpickle package, and run by the image's Python::
 
     python3 -u bootstrap.py CALL_DIR ITEM            # one call
     python3 -u bootstrap.py --worker CALL_DIR NAME   # a warm worker: many calls
-    python3 -u bootstrap.py --unpack PARTS CALL_DIR ITEM   # Swarm: see unpack()
+    python3 -u bootstrap.py --unpack PARTS CALL_DIR ITEM LIMIT   # Swarm: see unpack()
 
 The call folder (written by ``nodus_cli.functions``)::
 
@@ -354,7 +354,7 @@ def worker(call_dir, name):
 # -- Swarm: the call travels in the service, the outcome in its log ----------------------
 
 
-def unpack(parts, call_dir, item):
+def unpack(parts, call_dir, item, limit):
     """Join the call's parts (Swarm configs of at most 500 KB each, mounted as files
     PARTS/NAME.N) into CALL_DIR, run the call, then print its outcome files to stdout as
     frames, which the caller cuts out of the service's log."""
@@ -373,7 +373,7 @@ def unpack(parts, call_dir, item):
                     out.write(piece.read())
     item_dir = os.path.join(call_dir, "items", item)
     code = run_call(os.path.join(call_dir, "function.pickle"), item_dir, {})
-    limit = int(os.environ.get("NODUS_RESULT_LIMIT", "0") or 0)
+    limit = int(limit or 0)
     names = [
         n
         for n in ("result.pickle", "exception.pickle")
@@ -430,11 +430,11 @@ def main(argv):
         return run_call(os.path.join(argv[1], "function.pickle"), item_dir, {})
     if len(argv) == 4 and argv[1] == "--worker":
         return worker(argv[2], argv[3])
-    if len(argv) == 5 and argv[1] == "--unpack":
-        return unpack(argv[2], argv[3], argv[4])
+    if len(argv) == 6 and argv[1] == "--unpack":
+        return unpack(argv[2], argv[3], argv[4], argv[5])
     sys.stderr.write(
         "usage: bootstrap.py CALL_DIR ITEM | --worker CALL_DIR NAME"
-        " | --unpack PARTS CALL_DIR ITEM\n"
+        " | --unpack PARTS CALL_DIR ITEM LIMIT\n"
     )
     return EXIT_RUNTIME
 

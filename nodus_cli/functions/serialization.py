@@ -52,7 +52,9 @@ PROTOCOL = 5
 #: Top-level packages never pickled by value, wherever their files are.
 _NEVER_BY_VALUE = ("nodus_cli", "cloudpickle")
 
-_lock = threading.Lock()
+_lock = threading.RLock()
+#: How deep this process is in :func:`by_value` (it registers once, at the outermost).
+_depth = 0
 #: Module name -> whether it travels by value (decided once per module).
 _decided: dict[str, bool] = {}
 _installed: tuple[str, ...] | None = None
@@ -143,10 +145,19 @@ def check_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Prob
 
 @contextmanager
 def by_value() -> Iterator[None]:
-    """Within: every loaded module that is not installed is pickled by value."""
+    """Within: every loaded module that is not installed is pickled by value (one thread
+    at a time; the calls inside may nest, as writing the items of a map does)."""
     import cloudpickle
 
+    global _depth
     with _lock:
+        if _depth:
+            _depth += 1
+            try:
+                yield
+            finally:
+                _depth -= 1
+            return
         added = []
         for name in _local_modules():
             module = sys.modules.get(name)
@@ -157,9 +168,11 @@ def by_value() -> Iterator[None]:
             except ValueError:
                 continue
             added.append(module)
+        _depth = 1
         try:
             yield
         finally:
+            _depth = 0
             for module in added:
                 cloudpickle.unregister_pickle_by_value(module)
 

@@ -74,7 +74,7 @@ from nodus_cli.targets.docker.containers import (
     spec_for,
 )
 from nodus_cli.targets.follower import LogFollower
-from nodus_cli.targets.local import machine
+from nodus_cli.targets.local import calls, machine
 from nodus_cli.targets.local.queue import Ledger, Picture, Request, Waiter, holder_words, me
 from nodus_cli.text import plural
 
@@ -117,6 +117,8 @@ class LocalTarget(Target):
         #: The run's place in the queue and whether it may wait (from its workload).
         self._priority = DEFAULT_PRIORITY
         self._queue = True
+        #: Python function calls (issue 16): the interpreter found per image (.calls).
+        self._interpreters: dict[str, str] = {}
 
     # -- planning ----------------------------------------------------------------------
 
@@ -400,6 +402,12 @@ class LocalTarget(Target):
         return user.split(":")[0] in ("", "root", "0")
 
     def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
+        if task.stage.function is not None:  # a Python function call (.calls)
+            home = self.store.root
+            return calls.run(task, ctx, home, self._interpreters, self._run_task)
+        return self._run_task(task, ctx)
+
+    def _run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
         eng = self.docker()
         if task.attempt > 1 and not eng.wait_until_alive(ENGINE_RETURN_SECONDS):
             return TaskEnd(
@@ -451,6 +459,9 @@ class LocalTarget(Target):
 
         def create(uuids: tuple[str, ...]) -> str:
             spec = spec_for(task, uuids, str(work) if work is not None else None)
+            if stage.function is not None:  # its runtime, its call folder, its Python
+                python = self._interpreters.get(stage.image, calls.INTERPRETER)
+                spec = calls.container(spec, task, self.store.root, python)
             owned = {**spec.labels, LABEL_OWNER: me().label, LABEL_HOME: str(self.store.root)}
             made.append(replace(spec, labels=owned))
             return self._create_container(made[-1], task)
