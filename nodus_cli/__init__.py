@@ -19,6 +19,7 @@ __all__ = [
     "CallResult",
     "Calls",
     "Client",
+    "Function",
     "InvalidWorkload",
     "ItemResult",
     "NodusError",
@@ -30,17 +31,21 @@ __all__ = [
     "StageResult",
     "StageStatus",
     "__version__",
+    "function",
 ]
 
 if TYPE_CHECKING:
     from nodus_cli.api.calls import Call, CallResult, Calls
     from nodus_cli.api.client import Client, Requirements
+    from nodus_cli.api.functions import Function, function
     from nodus_cli.api.runs import ItemResult, Run, RunResult, StageResult
     from nodus_cli.errors import CallFailed, InvalidWorkload, NodusError
     from nodus_cli.functions.outcome import RemoteError
     from nodus_cli.records.model import RunStatus, StageStatus
 
 _WHERE = {
+    "Function": "nodus_cli.api.functions",
+    "function": "nodus_cli.api.functions",
     "Call": "nodus_cli.api.calls",
     "CallFailed": "nodus_cli.errors",
     "CallResult": "nodus_cli.api.calls",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nodus_cli.api.calls import Call, CallResult, Calls
     from nodus_cli.api.client import Client, Executed, Prepared, Requirements
+    from nodus_cli.api.functions import Function, function
     from nodus_cli.api.runs import ItemResult, LogView, Run, RunResult, StageResult
     from nodus_cli.api.targets import CATALOG, target_names
     from nodus_cli.errors import CallFailed
@@ -35,6 +36,7 @@ __all__ = [
     "Calls",
     "Client",
     "Executed",
+    "Function",
     "GroupSpend",
     "ItemResult",
     "LogLine",
@@ -54,10 +56,13 @@ __all__ = [
     "StopResult",
     "Stopped",
     "Stream",
+    "function",
     "target_names",
 ]
 
 _WHERE = {
+    "Function": "nodus_cli.api.functions",
+    "function": "nodus_cli.api.functions",
     "CATALOG": "nodus_cli.api.targets",
     "Call": "nodus_cli.api.calls",
     "CallFailed": "nodus_cli.errors",

@@ -401,12 +401,13 @@ def _start(
     retries: int,
     source: str,
 ) -> None:
-    from nodus_cli.functions import serialization
+    from nodus_cli.functions import runtime, serialization
     from nodus_cli.functions.layout import CallFolder
 
     waits = [_dependencies(client, i, source) for i in inputs]
     folder = CallFolder(client.home_folder, calls[0].id)
     folder.create()
+    runtime.ensure(client.home_folder)  # once, before any container needs it
     try:
         serialization.write_function(folder.function, fn, source)
         problems: list[Problem] = []

@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import shutil
+import threading
 from functools import cache
 from pathlib import Path
 
@@ -50,13 +52,24 @@ def key() -> str:
     return digest.hexdigest()[:16]
 
 
+_lock = threading.Lock()
+
+
 def ensure(home: Path) -> Path:
-    """``NODUS_HOME/runtime/KEY``, built when missing; its path."""
+    """``NODUS_HOME/runtime/KEY``, built when missing (by one thread, and atomically for
+    other processes); its path."""
     folder = home / "runtime" / key()
     if (folder / BOOTSTRAP).is_file():
         return folder
+    with _lock:
+        if not (folder / BOOTSTRAP).is_file():
+            _build(folder)
+    return folder
+
+
+def _build(folder: Path) -> None:
     folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    building = folder.parent / f".{folder.name}.{os.getpid()}.tmp"
+    building = folder.parent / f".{folder.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     shutil.rmtree(building, ignore_errors=True)
     for name, data in files().items():
         path = building / name
@@ -73,7 +86,6 @@ def ensure(home: Path) -> Path:
         shutil.rmtree(building, ignore_errors=True)
     with contextlib.suppress(OSError):
         os.chmod(folder, 0o755)
-    return folder
 
 
 def command(interpreter: str, runtime: str, call: str, item: int) -> list[str]:
