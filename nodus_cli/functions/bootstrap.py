@@ -7,7 +7,7 @@ cloudpickle package, and run by the image's Python::
 
     python3 -u bootstrap.py CALL_DIR ITEM            # one call
     python3 -u bootstrap.py --worker CALL_DIR NAME   # a warm worker: many calls
-    python3 -u bootstrap.py --unpack PARTS CALL_DIR ITEM LIMIT   # Swarm: see unpack()
+    python3 -u bootstrap.py --unpack PARTS CALL_DIR ITEM LIMIT  # Swarm: see unpack()
 
 The call folder (written by ``nodus_cli.functions``)::
 
@@ -52,7 +52,8 @@ EXIT_RUNTIME = 105
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: Swarm: a result travels back through the service's log, in frames of base64 lines.
 FRAME = "\x1enodus-frame"
-FRAME_LINE = 76 * 1024
+#: Base64 characters per frame line: under the 16 KB at which engines split log lines.
+FRAME_LINE = 12 * 1024
 
 
 def _version(info):
@@ -355,12 +356,16 @@ def worker(call_dir, name):
 
 
 def unpack(parts, call_dir, item, limit):
-    """Join the call's parts (Swarm configs of at most 500 KB each, mounted as files
-    PARTS/NAME.N) into CALL_DIR, run the call, then print its outcome files to stdout as
-    frames, which the caller cuts out of the service's log."""
+    """Join the call's parts (Swarm secrets of at most 500 KB each, mounted as files
+    PARTS/nodus-part.NAME.N, NAME with __ for /) into CALL_DIR, run the call, then print
+    its outcome files to stdout as frames, which the caller cuts out of the service's log.
+    A result (or exception) that pickles to more than LIMIT bytes is refused, saying so."""
+    prefix = "nodus-part."
     joined = {}
     for entry in sorted(os.listdir(parts)):
-        name, _, index = entry.rpartition(".")
+        if not entry.startswith(prefix):
+            continue
+        name, _, index = entry[len(prefix) :].rpartition(".")
         if name and index.isdigit():
             joined.setdefault(name, []).append((int(index), entry))
     for name, pieces in joined.items():
@@ -372,6 +377,8 @@ def unpack(parts, call_dir, item, limit):
                 with open(os.path.join(parts, entry), "rb") as piece:
                     out.write(piece.read())
     item_dir = os.path.join(call_dir, "items", item)
+    if not os.path.isdir(item_dir):
+        os.makedirs(item_dir)
     code = run_call(os.path.join(call_dir, "function.pickle"), item_dir, {})
     limit = int(limit or 0)
     names = [
@@ -391,10 +398,10 @@ def unpack(parts, call_dir, item, limit):
             "limit_bytes": limit,
         }
         outcome.update(_here())
-        outcome["message"] = "the %s is %d bytes, over the %d bytes a result may have on Swarm" % (
-            "return value" if code == EXIT_OK else "exception",
-            size,
-            limit,
+        outcome["message"] = (
+            "the %s pickles to %.1f MiB, over the %d MiB a value may have on Swarm (it comes "
+            "back through the service's log)"
+            % ("return value" if code == EXIT_OK else "exception", size / 2.0**20, limit >> 20)
         )
         _write_json(os.path.join(item_dir, "outcome.json"), outcome)
         code = EXIT_RESULT
