@@ -350,3 +350,15 @@ def test_the_call_is_typed_and_repr_says_what_it_is(client: Client) -> None:
     assert json.loads(json.dumps(client.get(call.id).result().as_json()))["workload"] == (
         f"{__name__}.square"
     )
+
+
+def test_the_price_ceiling_of_the_limits_refuses_the_call(client: Client, tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        "[local]\nprice_per_hour = 50\n[limits]\nmax_price_per_hour = 10\n"
+    )
+    call = client.run(fn=square, args=(2,), image=PY_IMAGE)
+    with pytest.raises(CallFailed) as caught:
+        call.result(timeout=120)
+    assert caught.value.message.startswith(f"{__name__}.square: could not start: ")
+    assert "max_price_per_hour" in caught.value.message
+    assert caught.value.exit_code == 3 and client.runs() == []  # NotRunnable's code
