@@ -129,3 +129,19 @@ def test_the_call_folder_layout(tmp_path: Path) -> None:
     assert not folder.item(3).exists() and folder.exists()
     folder.remove()
     assert not folder.exists()
+
+
+@pytest.mark.parametrize("args", [["--help"], ["validate", "WORKLOAD"]])
+def test_the_command_line_loads_no_cloudpickle(args: list[str], tmp_path: Path) -> None:
+    workload = tmp_path / "w.toml"
+    workload.write_text('image = "busybox:1.36"\ncommand = "true"\n')
+    argv = [str(workload) if a == "WORKLOAD" else a for a in args]
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['nodus', *{argv!r}]\n"
+        "try:\n    runpy.run_module('nodus_cli', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print('cloudpickle' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.stderr.strip().splitlines()[-1] == "False"

@@ -405,10 +405,11 @@ class LocalTarget(Target):
 
     def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
         if task.stage.function is not None and task.item is not None:  # .workers
+            key = (task.run_id, task.stage.name)
             with self._lock:
-                pool = self._pools.setdefault(
-                    (task.run_id, task.stage.name), workers.Pool(self, task)
-                )
+                if key not in self._pools:
+                    self._pools[key] = workers.Pool(self, task, _Ended)
+                pool = self._pools[key]
             return pool.run(task, ctx)
         if task.stage.function is not None:  # a Python function call (.calls)
             home = self.store.root

@@ -37,7 +37,7 @@ import os
 import select
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,18 +81,36 @@ class _Worker:
     alive: bool = True
     exit_code: int | None = None
     pending: bytes = b""
+    #: Each end is closed once (a number closed twice may be someone else's by then).
+    ends: threading.Lock = field(default_factory=threading.Lock)
 
-    def close(self) -> None:
-        for fd in (self.requests, self.replies):
+    def close_requests(self) -> None:
+        """Our end of the requests: the worker reads their end, and exits."""
+        with self.ends:
+            fd, self.requests = self.requests, -1
+        if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    def close_replies(self) -> None:
+        with self.ends:
+            fd, self.replies = self.replies, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    @property
+    def retired(self) -> bool:
+        return self.requests < 0
 
 
 class Pool:
     """The workers of one function-map stage of a run."""
 
-    def __init__(self, target: LocalTarget, task: Task) -> None:
+    def __init__(self, target: LocalTarget, task: Task, ended: type[Exception]) -> None:
         self.target = target
+        #: What the target raises when a task ends before its container runs (its ``end``).
+        self.ended = ended
         self.stage = task.stage
         self.folder: CallFolder = calls.folder_of(task, target.store.root)
         self.count = task.item.count if task.item is not None else 1
@@ -151,7 +169,7 @@ class Pool:
         output = _Output(self.folder.item(index), OutputLines(ctx.emit))
         try:
             os.write(worker.requests, request.encode("utf-8"))
-        except OSError:
+        except (OSError, ValueError):
             worker.alive = False
         while worker.alive:
             reply = _reply(worker, _FOLLOW_EVERY)
@@ -198,8 +216,6 @@ class Pool:
         return found
 
     def _start_with(self, task: Task, ctx: TaskContext, python: str) -> _Worker | TaskEnd:
-        from nodus_cli.targets.local.target import _Ended
-
         target = self.target
         name = f"w{next(self.numbers)}"
         folder = self.folder.create_worker(name)
@@ -217,10 +233,11 @@ class Pool:
                 uuids, cid = target._claim(task, ctx, create)
             else:
                 uuids, cid = (), create(())
-        except _Ended as ended:
+        except self.ended as ended:
             os.close(requests)
             os.close(replies)
-            return ended.end
+            end: TaskEnd = getattr(ended, "end")  # noqa: B009 - the target's _Ended
+            return end
         except BaseException:
             os.close(requests)
             os.close(replies)
@@ -295,17 +312,18 @@ class Pool:
                 break
         worker.exit_code = code
         worker.alive = False
-        with contextlib.suppress(OSError):
-            if worker.requests < 0:  # retired: nobody reads its replies any more
-                os.close(worker.replies)
-                return
-            os.write(worker.replies, f"exited {code}\n".encode())
+        if worker.retired:  # nobody reads its replies any more
+            worker.close_replies()
+            return
+        with worker.ends, contextlib.suppress(OSError):
+            if worker.replies >= 0:
+                os.write(worker.replies, f"exited {code}\n".encode())
 
     def _retire(self, worker: _Worker) -> None:
         """End a worker: it reads the end of its requests and exits; then its container goes."""
-        with contextlib.suppress(OSError):
-            os.close(worker.requests)
-        worker.requests = -1
+        worker.close_requests()
+        if not worker.alive:  # its watcher has said so already (or will find it closed)
+            worker.close_replies()
         self.target._remove_later(worker.cid)
 
     def close(self) -> None:
@@ -314,13 +332,10 @@ class Pool:
             self.closed = True
             everyone, self.everyone, self.idle = list(self.everyone.values()), {}, []
         for worker in everyone:
-            with contextlib.suppress(OSError):
-                if worker.requests >= 0:
-                    os.close(worker.requests)
+            worker.close_requests()
             with contextlib.suppress(engine.EngineFailure):
                 self.target.docker().remove(worker.cid)
-            with contextlib.suppress(OSError):
-                os.close(worker.replies)
+            worker.close_replies()
 
 
 def _missing(found: _Worker | TaskEnd) -> bool:
