@@ -275,7 +275,7 @@ class Nodus:
 
     def wait_done(self, run_id: str, timeout: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        while self.db_status(run_id)[0] == "running":
+        while self.db_status(run_id)[0] in ("pending", "queued", "running"):
             if time.monotonic() > deadline:
                 raise AssertionError(f"run {run_id} still running after {timeout} s")
             time.sleep(0.1)

@@ -292,7 +292,8 @@ def function_workload(
         )
     if wrong is not None:
         problems.append(wrong)
-    doc = {k: v for k, v in arguments.items() if k not in ("args", "kwargs", "fn")}
+    doc = {k: v for k, v in arguments.items() if k not in ("args", "kwargs", "fn", "queue")}
+    queue = bool(arguments.get("queue", True))  # whether it may wait for GPUs (not a key)
     for key, why in _NOT_WITH_FN.items():
         if doc.pop(key, None) is not None:
             problems.append(Problem(key, why))
@@ -326,7 +327,8 @@ def function_workload(
     if problems or workload is None:
         raise InvalidWorkload(problems, source)
     call = FunctionCall(str(doc["name"]), call_id, needed)
-    return replace(workload, stages=[replace(workload.stages[0], function=call)])
+    stage = replace(workload.stages[0], function=call)
+    return replace(workload, stages=[stage], queue=queue and workload.queue)
 
 
 # -- submitting ---------------------------------------------------------------------------

@@ -35,7 +35,7 @@ of quotes, which plans but never runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -255,12 +255,19 @@ class Client:
         from nodus_cli.workload import load_file
 
         p = Path(path)
-        if p.is_dir():
+        try:
+            folder, file = p.is_dir(), p.is_file()
+        except OSError as exc:  # a folder on the way that this user may not enter
+            raise UsageError(
+                f"{path}: cannot read it: {exc.strerror}",
+                hint="check the path and its permissions",
+            ) from None
+        if folder:
             raise UsageError(
                 f"{path} is a folder: name one workload file",
                 hint=f"nodus validate {path} checks every file in it",
             )
-        if not p.is_file():
+        if not file:
             raise UsageError(f"{path}: no such file")
         result = load_file(p, str(path))
         if result.workload is None:
@@ -340,13 +347,19 @@ class Client:
         output_dir: str | Path | None = None,
         map: Mapping[str, Any] | None = None,
         stages: Sequence[Mapping[str, Any]] | None = None,
+        priority: int | None = None,
+        wait_timeout: str | float | None = None,
+        queue: bool = True,
         retries: int = 0,
         **other: Any,
     ) -> Run | Call[Any]:
         """Submit a workload given as the workload file's keys; returns at once.
 
         Keys nodus does not know (``gpu_type``, ``num_gpus``, ``memory_bytes`` ...) are
-        reported in :class:`InvalidWorkload` with the nodus key to use.
+        reported in :class:`InvalidWorkload` with the nodus key to use. When its GPUs are
+        held by other runs it waits in line (``run.status == "queued"``), by ``priority``
+        and for at most ``wait_timeout``; ``queue=False`` refuses it at once instead
+        (:class:`~nodus_cli.errors.NotRunnable`).
 
         ``fn=`` (with ``args`` and ``kwargs``) calls a Python function in ``image``
         instead of a command, and returns its :class:`~nodus_cli.api.calls.Call`, a
@@ -372,13 +385,19 @@ class Client:
             "output_dir": output_dir,
             "map": map,
             "stages": stages,
+            "priority": priority,
+            "wait_timeout": wait_timeout,
             **other,
         }
         if fn is not None or "args" in other or kwargs is not None:
             from nodus_cli.api.calls import submit
 
-            return submit(self, fn, args, kwargs, arguments, retries)  # type: ignore[arg-type]
-        return self.submit(self.workload(**arguments), retries=retries)
+            called = {**arguments, "queue": queue}
+            return submit(self, fn, args, kwargs, called, retries)  # type: ignore[arg-type]
+        workload = self.workload(**arguments)
+        if not queue:
+            workload = replace(workload, queue=False)
+        return self.submit(workload, retries=retries)
 
     @overload
     def map(

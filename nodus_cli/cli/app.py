@@ -370,11 +370,18 @@ def spend(
 
 
 @app.command()
-def nodes(as_json: JsonOpt = False) -> None:
-    """The nodes of the Docker Swarm cluster and what they hold now."""
+def nodes(
+    target: Annotated[
+        PlanTarget | None,
+        typer.Option(help=f"Whose machines: {_RUN_PLACES} (default: swarm)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The nodes of the Docker Swarm cluster (or this machine, --target local) and what
+    they hold now: GPUs per model, free, and queued for."""
     from nodus_cli.cli.commands import nodes as command
 
-    raise typer.Exit(command.run(as_json))
+    raise typer.Exit(command.run(as_json, (target or PlanTarget("swarm")).value))
 
 
 catalog_app = typer.Typer(

@@ -14,6 +14,8 @@ from typing import Any
 class RunStatus(StrEnum):
     #: Recorded and submitted, not yet running (a detached run starting, a pending task).
     PENDING = "pending"
+    #: Waiting for GPUs other runs hold (in line on this machine, or pending on Swarm).
+    QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -22,12 +24,18 @@ class RunStatus(StrEnum):
 
     @property
     def active(self) -> bool:
-        return self in (RunStatus.PENDING, RunStatus.RUNNING)
+        return self in ACTIVE_RUN
+
+
+#: A run in one of these has not ended: someone supervises it (or should).
+ACTIVE_RUN = frozenset({RunStatus.PENDING, RunStatus.QUEUED, RunStatus.RUNNING})
 
 
 class StageStatus(StrEnum):
     #: Not running yet: not reached, or submitted and not yet placed.
     PENDING = "pending"
+    #: Waiting for GPUs other runs hold.
+    QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -38,7 +46,7 @@ class StageStatus(StrEnum):
 
     @property
     def active(self) -> bool:
-        return self in (StageStatus.PENDING, StageStatus.RUNNING)
+        return self in (StageStatus.PENDING, StageStatus.QUEUED, StageStatus.RUNNING)
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodus_cli.errors import UsageError
-from nodus_cli.records.model import RunRecord, RunStatus, TaskRecord
+from nodus_cli.records.model import ACTIVE_RUN, RunRecord, RunStatus, TaskRecord
 from nodus_cli.records.rows import RUNS, STAGES, TASKS
 
 __all__ = [
@@ -67,10 +67,13 @@ def recent(db: sqlite3.Connection, limit: int) -> list[RunRecord]:
 
 
 def active(db: sqlite3.Connection) -> list[RunRecord]:
-    """Runs still pending or running, and ended runs whose clean-up is pending."""
+    """Runs not ended (pending, queued or running), and ended runs whose clean-up is
+    pending."""
+    statuses = sorted(str(s) for s in ACTIVE_RUN)
+    marks = ", ".join("?" * len(statuses))
     rows = db.execute(
-        f"SELECT {RUNS.select} FROM runs WHERE status IN (?, ?) OR cleanup_pending=1",
-        (str(RunStatus.PENDING), str(RunStatus.RUNNING)),
+        f"SELECT {RUNS.select} FROM runs WHERE status IN ({marks}) OR cleanup_pending=1",
+        statuses,
     ).fetchall()
     return [_run(db, row) for row in rows]
 

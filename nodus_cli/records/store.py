@@ -295,8 +295,16 @@ class RunStore:
     def set_running(self, run_id: str) -> None:
         with self._using(writing=True) as db:
             db.execute(
+                "UPDATE runs SET status=? WHERE id=? AND status IN (?, ?)",
+                (str(RunStatus.RUNNING), run_id, str(RunStatus.PENDING), str(RunStatus.QUEUED)),
+            )
+
+    def set_queued(self, run_id: str) -> None:
+        """The run waits for GPUs (it never ran yet): pending becomes queued."""
+        with self._using(writing=True) as db:
+            db.execute(
                 "UPDATE runs SET status=? WHERE id=? AND status=?",
-                (str(RunStatus.RUNNING), run_id, str(RunStatus.PENDING)),
+                (str(RunStatus.QUEUED), run_id, str(RunStatus.PENDING)),
             )
 
     def update_cost(self, run_id: str, cost: float) -> None:

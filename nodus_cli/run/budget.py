@@ -32,9 +32,12 @@ COST_EVERY = 0.5
 
 class Allowance(Protocol):
     """Spending limits across runs: how much run ``run_id`` may still spend, having spent
-    ``run_cost``, and the words naming the limit (None: no limit applies)."""
+    ``run_cost``, and the words naming the limit (None: no limit applies); ``fresh``: read
+    the others' spend now, not from a moment ago."""
 
-    def left(self, run_id: str, run_cost: float) -> tuple[float, str] | None: ...
+    def left(
+        self, run_id: str, run_cost: float, fresh: bool = False
+    ) -> tuple[float, str] | None: ...
 
 
 class Metered(Protocol):
@@ -92,7 +95,7 @@ class BudgetClock:
         """USD per hour of the tasks running now."""
         return sum(r.rate for r in self.running.values() if r.started is not None)
 
-    def left(self) -> tuple[float, str] | None:
+    def left(self, fresh: bool = False) -> tuple[float, str] | None:
         """What the run may still spend and the words for the limit that decides."""
         cost = self.cost_now()
         found: list[tuple[float, str]] = []
@@ -101,14 +104,15 @@ class BudgetClock:
                 (self.budget - cost, f"the run's cost reached its budget ${self.budget:,.2f}")
             )
         if self.allowance is not None:
-            limit = self.allowance.left(self.run_id, cost)
+            limit = self.allowance.left(self.run_id, cost, fresh)
             if limit is not None:
                 found.append(limit)
         return min(found, key=lambda f: f[0]) if found else None
 
-    def exhausted(self) -> str | None:
-        """The words for the limit the run has reached, or None while money is left."""
-        left = self.left()
+    def exhausted(self, fresh: bool = False) -> str | None:
+        """The words for the limit the run has reached, or None while money is left
+        (``fresh``: the others' spend read now)."""
+        left = self.left(fresh)
         if left is None:
             return None
         # Only a price makes a budget bite: a free target never reaches it.

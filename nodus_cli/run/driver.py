@@ -79,6 +79,7 @@ from nodus_cli.targets.base import (
     WorkDir,
 )
 from nodus_cli.workload import Stage, Workload
+from nodus_cli.workload.duration import shown
 
 __all__ = ["TICK", "Outcome", "Runner"]
 
@@ -100,6 +101,9 @@ class Outcome:
 # -- the loop's own state ----------------------------------------------------------------
 
 Halt = Literal["budget", "cancelled", "error"]
+#: The exit code of a run that gave up waiting for GPUs (``wait_timeout``), as of one
+#: that nothing can run (NotRunnable).
+EXIT_GAVE_UP = 3
 
 
 @dataclass(slots=True)
@@ -109,6 +113,11 @@ class _Running:
     rate: float = 0.0  # USD per hour
     info: Started | None = None
     submitted_at: str | None = None
+    #: Since when it waits for capacity (monotonic), and why, as the target last said.
+    queued_at: float | None = None
+    queued_for: str | None = None
+    #: It waited past the workload's wait_timeout and was stopped for that.
+    gave_up: bool = False
 
 
 class Runner:
@@ -148,6 +157,7 @@ class Runner:
         self._halt_reason: str | None = None
         self._fatal: BaseException | None = None
         self._is_running = False
+        self._is_queued = False
         self._stop_checked = 0.0
 
     # -- output ----------------------------------------------------------------------
@@ -336,10 +346,17 @@ class Runner:
                 run.submitted_at = now_iso()
                 state.submitted(task, run.submitted_at, self._planned(task.stage), note)
             case Waiting(message=message):
+                run.queued_at = run.queued_at or time.monotonic()
+                run.queued_for = message
                 state.waiting(task, message)
+                if not self._is_running and not self._is_queued:
+                    self._is_queued = True
+                    self.records.queued()
                 self.say(message, task.stage.name)
             case Began(info=info, at=at):
                 run.started, run.rate, run.info = at, info.price_per_hour, info
+                if run.queued_at is not None:
+                    self._admit(run)
                 if not self._is_running:
                     self._is_running = True
                     self.records.running()
@@ -401,6 +418,9 @@ class Runner:
         message = end.message
         if end.state == TaskState.STOPPED and self._halt_reason:
             message = self._halt_reason
+        if run.gave_up and run.started is None and end.state == TaskState.STOPPED:
+            status, end = StageStatus.FAILED, replace(end, exit_code=EXIT_GAVE_UP)
+            message = self._gave_up_words(run)
         state.ended(task, end, status, runtime if run.started is not None else None, cost, message)
         if task.item is None:
             ran = f" in {runtime:.1f}s" if run.started is not None else ""
@@ -518,6 +538,7 @@ class Runner:
             spent = self.money.exhausted()
             if spent is not None and self.running:
                 self._start_halt("budget", spent)
+        self._give_up_waiting(now)
         cost = self.money.to_record()
         if cost is not None:
             self.records.cost(cost)
@@ -529,6 +550,32 @@ class Runner:
                 raise Cancelled(signal.SIGTERM)
         self.records.flush()
         self._show_progress(state)
+
+    def _give_up_waiting(self, now: float) -> None:
+        """A task queued longer than the workload's ``wait_timeout`` is stopped: it ends
+        ``failed`` (exit 3) with what it waited for; time queued never counts as cost."""
+        limit = self.workload.wait_timeout
+        if limit is None:
+            return
+        for run in list(self.running.values()):
+            waited = now - run.queued_at if run.queued_at is not None else 0.0
+            if run.started is None and not run.gave_up and waited >= limit:
+                run.gave_up = True
+                with contextlib.suppress(TargetFailure, NodusError, OSError):
+                    self.target.stop_task(run.task)
+
+    def _gave_up_words(self, run: _Running) -> str:
+        limit = self.workload.wait_timeout or 0.0
+        waited = run.queued_for or "capacity"
+        return f"gave up after waiting {shown(limit)} (wait_timeout) for: {waited}"
+
+    def _admit(self, run: _Running) -> None:
+        """A task that waited in the queue starts: the spending limits are checked again
+        now (they were when it queued), so a limit reached meanwhile stops it at once."""
+        if self._halt is None:
+            spent = self.money.exhausted(fresh=True)
+            if spent is not None:
+                self._start_halt("budget", spent)
 
     def _start_halt(self, why: Halt, reason: str) -> None:
         if self._halt is not None:

@@ -214,7 +214,12 @@ def _handshake(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> 
     while True:
         current = store.get(run_id)
         first = current.stages[0] if current.stages else None
-        placed = first is not None and (first.started_at is not None or not first.status.active)
+        # Holding its place: a container made, or a place in line (queued for GPUs).
+        placed = first is not None and (
+            first.started_at is not None
+            or not first.status.active
+            or current.status == RunStatus.QUEUED
+        )
         if not current.status.active or placed:
             return current
         if child.poll() is not None:

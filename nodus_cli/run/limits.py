@@ -288,11 +288,12 @@ class Spending:
         self._read_at: float | None = None
         self._read_for: str | None = None
 
-    def others(self, run_id: str) -> list[float]:
-        """Each limit's period's spend by every run but ``run_id`` (cached briefly)."""
+    def others(self, run_id: str, fresh: bool = False) -> list[float]:
+        """Each limit's period's spend by every run but ``run_id`` (cached briefly, unless
+        ``fresh``)."""
         now = time.monotonic()
-        fresh = self._read_at is not None and now - self._read_at < REFRESH_SECONDS
-        if fresh and self._read_for == run_id:
+        recent = self._read_at is not None and now - self._read_at < REFRESH_SECONDS
+        if recent and not fresh and self._read_for == run_id:
             return self._others
         # The records busy or unreadable for a moment: the last known spend stands.
         with contextlib.suppress(NodusError):
@@ -303,11 +304,11 @@ class Spending:
         self._read_at, self._read_for = now, run_id
         return self._others
 
-    def left(self, run_id: str, run_cost: float) -> tuple[float, str] | None:
+    def left(self, run_id: str, run_cost: float, fresh: bool = False) -> tuple[float, str] | None:
         if not self.limits or (not self.priced and run_cost <= 0):
             return None  # a run that costs nothing never passes a limit
         tightest: tuple[float, str] | None = None
-        for limit, others in zip(self.limits, self.others(run_id), strict=True):
+        for limit, others in zip(self.limits, self.others(run_id, fresh), strict=True):
             left = limit.amount - others - run_cost
             if tightest is None or left < tightest[0]:
                 spent = others + run_cost

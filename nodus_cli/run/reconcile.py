@@ -100,12 +100,17 @@ def _abandoned(store: RunStore, record: RunRecord, catalog: str | None) -> str:
     removed += _call_folders(store, record)
     work = _release(store, record, catalog)
     reason = f"{who} ended without recording an outcome (killed, or it crashed)"
+    # A run that only waited in the queue never started anything: it is cancelled, not
+    # failed (its queue entries are removed with the rest).
+    status = RunStatus.CANCELLED if record.status == RunStatus.QUEUED else RunStatus.FAILED
+    if status == RunStatus.CANCELLED:
+        reason += " while it waited in the queue for GPUs; nothing had started"
     if removed:
         reason += f"; removed what it left: {', '.join(removed)}"
     if pending:
         reason += f"; not yet removed: {pending} (a later nodus command retries)"
     cost = sum(s.cost for s in record.stages) or record.cost
-    store.finish_run(record.id, RunStatus.FAILED, None, cost, reason, output=work)
+    store.finish_run(record.id, status, None, cost, reason, output=work)
     store.set_cleanup_pending(record.id, bool(pending))
     return f"run {record.id}: {reason}"
 

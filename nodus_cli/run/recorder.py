@@ -66,6 +66,9 @@ class Recorder:
     def running(self) -> None:
         self._write(self.store.set_running, self.run_id)
 
+    def queued(self) -> None:
+        self._write(self.store.set_queued, self.run_id)
+
     def cost(self, cost: float) -> None:
         self._write(self.store.update_cost, self.run_id, cost)
 

@@ -76,11 +76,18 @@ class StageRun:
             self.save()
 
     def waiting(self, task: Task, message: str) -> None:
+        """The task waits for capacity, and ``message`` says why: it is ``queued``
+        until it runs."""
         if task.item is None:
             self.record.message = message
+            if self.record.status == StageStatus.PENDING:
+                self.record.status = StageStatus.QUEUED
             self.save()
         else:
-            self.tasks[task.item.index].message = message
+            t = self.tasks[task.item.index]
+            t.message = message
+            if t.status == StageStatus.PENDING:
+                t.status = StageStatus.QUEUED
             self._changed(task.item.index)
 
     def began(self, task: Task, info: Started, note: str | None) -> None:
@@ -97,7 +104,7 @@ class StageRun:
                 rec.message = note
             self.save()
             return
-        if rec.status == StageStatus.PENDING:
+        if rec.status in (StageStatus.PENDING, StageStatus.QUEUED):
             rec.status = StageStatus.RUNNING
             rec.config = info.config
             self.save()

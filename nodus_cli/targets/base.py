@@ -182,7 +182,9 @@ class TaskContext(Protocol):
         """The task holds its place (a container created, a service submitted)."""
 
     def waiting(self, message: str) -> None:
-        """Still not running, and why (a Swarm task pending): recorded and shown once."""
+        """Not running yet: it waits for capacity (GPUs other runs hold, a Swarm task
+        pending), and why. The run shows ``queued`` until the task runs; say it again
+        when the words change (its place in line, who holds what)."""
 
     def started(self, info: Started) -> None:
         """The task runs now: the driver's clock (and the cost) starts here."""

@@ -37,6 +37,8 @@ REQUIREMENT_KEYS = FLAT_SHORTCUTS + NESTED_ONLY
 #: What to run and how it reaches the outside: at the top level and in a stage.
 RUN_KEYS = ("image", "command", "entrypoint", "env", "mounts", "ports", "map")
 TOP_LEVEL_ONLY = ("name", "image", "command", "env", "model", "budget", "stages")
+#: How a run waits for GPUs other runs hold: its place in line, how long at most.
+WAITING_KEYS = ("priority", "wait_timeout")
 TOP_LEVEL_KEYS = (
     *TOP_LEVEL_ONLY,
     "entrypoint",
@@ -44,6 +46,7 @@ TOP_LEVEL_KEYS = (
     "ports",
     "map",
     "output_dir",
+    *WAITING_KEYS,
     *FLAT_SHORTCUTS,
     "requirements",
 )
@@ -53,7 +56,7 @@ WHOLE_WORKLOAD = ("location", "max_price_per_hour", "arch")
 #: Requirements a stage never takes from the workload (a CPU-only step stays CPU-only).
 NOT_INHERITED = ("gpu", "gpu_count", "peak_memory_gb", "memory_gb", "share_gpu")
 #: Keys of the workload that a stage cannot set.
-WORKLOAD_ONLY = ("model", "budget", "stages", "output_dir")
+WORKLOAD_ONLY = ("model", "budget", "stages", "output_dir", *WAITING_KEYS)
 #: Environment variables nodus sets in every container; a workload cannot set them.
 RESERVED_ENV = (
     "NODUS_WORK_DIR",
@@ -63,6 +66,9 @@ RESERVED_ENV = (
     "NODUS_ITEM_INDEX",
     "NODUS_ITEM_COUNT",
 )
+#: ``priority``: 0 to 100, higher first; what a run gets when its file says nothing.
+PRIORITY_RANGE = (0, 100)
+DEFAULT_PRIORITY = 50
 #: The keys of a ``[map]`` table.
 MAP_KEYS = ("items", "over", "parallel")
 #: At most this many items in one ``[map]``.
@@ -274,7 +280,7 @@ class Workload:
     #: Where the work directory's contents are copied after the run (absolute), or None.
     output_dir: str | None = None
     #: Its place when it waits for GPUs: 0 to 100, higher first (``priority``).
-    priority: int = 50
+    priority: int = DEFAULT_PRIORITY
     #: Seconds it may wait for GPUs before it gives up (``wait_timeout``); None: no limit.
     wait_timeout: float | None = None
     #: False: refused at once when its GPUs are held (``--no-wait``, ``queue=False``),
@@ -345,7 +351,7 @@ def from_json(doc: dict[str, Any]) -> Workload:
         optimization=doc.get("optimization", "automatic"),
         declared_stages=len(doc["stages"]) != 1 or doc["stages"][0]["name"] != "main",
         output_dir=doc.get("output_dir"),
-        priority=int(doc.get("priority", 50)),
+        priority=int(doc.get("priority", DEFAULT_PRIORITY)),
         wait_timeout=doc.get("wait_timeout"),
         queue=bool(doc.get("queue", True)),
     )

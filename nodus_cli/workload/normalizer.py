@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from nodus_cli import collector
-from nodus_cli.workload.model import REQUIREMENT_KEYS, TOP_LEVEL_KEYS, Result, Stage, Workload
+from nodus_cli.workload.model import (
+    DEFAULT_PRIORITY,
+    REQUIREMENT_KEYS,
+    TOP_LEVEL_KEYS,
+    Result,
+    Stage,
+    Workload,
+)
 from nodus_cli.workload.report import Report
 from nodus_cli.workload.rules import (
     command,
@@ -124,6 +131,8 @@ def _workload(
     own_mounts = mounts.mounts(report, doc, ())
     own_ports = ports.ports(report, doc, ())
     output_dir = paths.output_dir(report, doc)
+    priority = values.priority(report, doc, ("priority",))
+    wait_timeout = values.duration(report, doc, ("wait_timeout",))
 
     reqs = requirements.requirements(report, doc, nested_raw, (), mapping_wins)
     declared = "stages" in doc
@@ -170,4 +179,6 @@ def _workload(
         stages=steps,
         declared_stages=declared,
         output_dir=output_dir,
+        priority=DEFAULT_PRIORITY if priority is None else priority,
+        wait_timeout=wait_timeout,
     )

@@ -356,6 +356,22 @@ class WorkloadFile(_Table):
         gt=0,
         description="USD for the whole run: every device, every stage, retries (> 0).",
     )
+    priority: int | None = Field(
+        None,
+        ge=0,
+        le=100,
+        description=(
+            "Its place when it waits for GPUs other runs hold: 0 to 100, higher first; "
+            "equal priorities first come, first served (default 50)."
+        ),
+    )
+    wait_timeout: str | float | None = Field(
+        None,
+        description=(
+            'Give up waiting for GPUs after this long: "90s", "30m", "2h" or a number of '
+            "seconds (exit 3). Default: wait as long as it takes."
+        ),
+    )
     stages: list[Stage] | None = Field(
         None,
         min_length=1,

@@ -22,7 +22,7 @@ class _Limit:
         self.limit, self.words = limit, words
         self.asked: list[tuple[str, float]] = []
 
-    def left(self, run_id: str, run_cost: float) -> tuple[float, str] | None:
+    def left(self, run_id: str, run_cost: float, fresh: bool = False) -> tuple[float, str] | None:
         self.asked.append((run_id, run_cost))
         return self.limit - run_cost, self.words
 

@@ -274,7 +274,7 @@ def test_stage_keys_in_stage_requirements() -> None:
             "zzz",
             [
                 "unknown key (allowed here: name, image, command, env, model, budget, stages, "
-                "entrypoint, mounts, ports, map, output_dir, gpu"
+                "entrypoint, mounts, ports, map, output_dir, priority, wait_timeout, gpu"
             ],
         ),
     ],
@@ -809,8 +809,9 @@ def test_control_characters_from_the_file_are_shown_escaped() -> None:
         'f.toml:2: error: gpu: unknown GPU model "a\\nb"; did you mean "A2"? '
         "(`nodus gpus` lists them)",
         "f.toml:3: error: x\\ty: unknown key (allowed here: name, image, command, env, model, "
-        "budget, stages, entrypoint, mounts, ports, map, output_dir, gpu, gpu_count, "
-        "peak_memory_gb, gpu_interconnect, optimization, share_gpu, requirements)",
+        "budget, stages, entrypoint, mounts, ports, map, output_dir, priority, wait_timeout, "
+        "gpu, gpu_count, peak_memory_gb, gpu_interconnect, optimization, share_gpu, "
+        "requirements)",
     ]
 
 

@@ -17,17 +17,20 @@ NOW_NOTE = (
     "What the cluster's nodes hold now, not every configuration a supplier could offer; "
     "free GPUs are those no running task reserves."
 )
+LOCAL_NOTE = (
+    "What this machine holds now, one line per GPU model; free GPUs are those no container "
+    "holds (nodus's or anyone's), queued the tasks waiting in line for them."
+)
 #: The ``--json`` documents' shape: bumped only when a field is renamed or retyped.
 JSON_VERSION = 1
 
 
-def run(as_json: bool) -> int:
-    with Client(target="swarm") as client:
+def run(as_json: bool, target: str = "swarm") -> int:
+    with Client(target=target) as client:
         nodes = client.list_nodes()
+    note = LOCAL_NOTE if target == "local" else NOW_NOTE
     if as_json:
-        emit_json(
-            {"version": JSON_VERSION, "nodes": [n.as_json() for n in nodes], "note": NOW_NOTE}
-        )
+        emit_json({"version": JSON_VERSION, "nodes": [n.as_json() for n in nodes], "note": note})
         return 0
     out = Writer()
     rows = []
@@ -49,14 +52,20 @@ def run(as_json: bool) -> int:
             ]
         )
     headers = ["node", "state", "role", "CPUs", "memory", "GPUs", "free", "GPU", "$/h"]
-    out.table(headers, rows, right=(3, 5, 6, 8))
+    right: tuple[int, ...] = (3, 5, 6, 8)
+    if any("queued" in n.details for n in nodes):
+        headers.insert(7, "queued")
+        for row, n in zip(rows, nodes, strict=True):
+            row.insert(7, str(n.details.get("queued", 0)))
+        right = (3, 5, 6, 7, 9)
+    out.table(headers, rows, right=right)
     for n in nodes:
         for problem in n.details.get("problems") or []:
             out.line(f"{out.paint('note:', 'yellow')} node {safe(n.hostname)}: {safe(problem)}")
         source = str(n.details.get("price_source") or "")
         if source.startswith("catalog"):
             out.line(out.paint(f"node {safe(n.hostname)}: $/h is the {source}", "dim"))
-    out.line(out.paint(NOW_NOTE, "dim"))
+    out.line(out.paint(note, "dim"))
     out.flush()
     return 0
 

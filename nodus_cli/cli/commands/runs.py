@@ -32,6 +32,7 @@ _COLOURS = {
     "failed": "red",
     "running": "cyan",
     "pending": "cyan",
+    "queued": "cyan",
     "cancelled": "yellow",
     "budget_exhausted": "yellow",
 }
@@ -93,6 +94,9 @@ def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool =
         drop=(exit_column, *([2] if show_target else []), exit_column + 1),
         clip=(1, len(headers) - 1),
     )
+    for r in found:  # what a queued run waits for: its place in line, who holds what
+        if r.status == "queued" and r.now:
+            out.line(f"{r.id}: {safe(r.now)}")
     if not wide:
         out.line(out.paint("--wide shows every column in full; `nodus runs RUN_ID` one run", "dim"))
     out.flush()

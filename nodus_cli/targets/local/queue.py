@@ -207,6 +207,11 @@ class Picture:
             return [w for w in self.waiters if w.priority >= priority]
         return [w for w in self.waiters if w.key < key]
 
+    def ahead_for(self, request: Request, priority: int) -> list[Waiter]:
+        """The entries a newcomer of ``priority`` would wait behind for ``request``."""
+        wanted = set(request.candidates)
+        return [w for w in self.ahead(None, priority) if w.wants & wanted]
+
     def choose(
         self,
         request: Request,

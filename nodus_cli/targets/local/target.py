@@ -80,7 +80,7 @@ from nodus_cli.text import plural
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planning.planner import Plan, StagePlan
+    from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
     from nodus_cli.records import RunRecord
     from nodus_cli.targets.usage import UsageReport
     from nodus_cli.workload import Stage, Workload
@@ -133,6 +133,36 @@ class LocalTarget(Target):
 
     def offers(self, workload: Workload) -> tuple[Offer, ...]:
         return machine.offers(self._local_gpus(workload))
+
+    def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
+        """The plan, and for a stage whose GPUs are held now, by whom: `nodus run` would
+        wait for them (the plan's selected configuration is this machine either way)."""
+        plan = super().plan(workload, history)
+        if not workload.wants_gpu or not plan.feasible:
+            return plan
+        self._plan = plan
+        picture = self._picture()
+        if picture is None:
+            return plan
+        ledger = self._ledger()
+        for sp, stage in zip(plan.stages, workload.stages, strict=True):
+            if not stage.requirements.wants_gpu:
+                continue
+            request = self._request(stage)
+            if picture.choose(request, ledger.memory_gb, None, workload.priority) is not None:
+                continue
+            ahead = [
+                w
+                for w in picture.ahead(None, workload.priority)
+                if w.wants & set(request.candidates)
+            ]
+            line = f", behind {plural(len(ahead), 'waiting task')}" if ahead else ""
+            sp.notes.append(
+                f"the {self._wants_words(stage, request)} it needs are "
+                f"{_holding_words(request, picture, str(self.store.root))}: `nodus run` waits "
+                f"for them (queued{line}); --no-wait refuses at once instead"
+            )
+        return plan
 
     def prepare(self, workload: Workload, plan: Plan) -> Preparation:
         self._plan = plan
@@ -428,6 +458,8 @@ class LocalTarget(Target):
         try:
             spec, cid = self._create(task, ctx)
         except _Ended as ended:
+            with self._lock:
+                self._stopping.discard(task.key)
             return ended.end
         try:
             if not spec.gpu_uuids:
@@ -539,12 +571,17 @@ class LocalTarget(Target):
         self, task: Task, ctx: TaskContext, cid: str, spec: ContainerSpec, since: float
     ) -> TaskEnd:
         eng = self.docker()
+        if self._stopped(task):  # stopped between its creation and now: never start it
+            return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus before it started")
         try:
             eng.start(cid)
         except engine.EngineError as exc:
             return self._start_failed(exc, task, ctx)
         except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
             return TaskEnd(TaskState.INFRASTRUCTURE, 1, _lost(exc))
+        if self._stopped(task):  # the stop's kill came before the start: kill it now
+            with contextlib.suppress(engine.EngineFailure):
+                eng.kill(cid)
         self._say_ports(task, ctx)
         follower = LogFollower(partial(eng.logs, cid), ctx.emit)
         follower.start()
@@ -765,25 +802,39 @@ class LocalTarget(Target):
             return None
         if not found:
             return None
+        queued = [c for c in found if LABEL_QUEUE in (c.get("Labels") or {})]
+        picture = self._picture() if queued else None
         parts = []
         for c in found:
             labels = c.get("Labels") or {}
-            stage = labels.get(LABEL_STAGE, "?")
+            task = labels.get(LABEL_STAGE, "?")
             if LABEL_ITEM in labels:
-                stage += f"[{labels[LABEL_ITEM]}]"
-            state = "queued" if LABEL_QUEUE in labels else str(c.get("State", "?"))
-            parts.append(f"{stage}: {state}")
+                task += f"[{labels[LABEL_ITEM]}]"
+            if LABEL_QUEUE not in labels:
+                parts.append(f"{task}: {c.get('State', '?')}")
+                continue
+            entry = (
+                next((w for w in picture.waiters if w.id == c.get("Id")), None) if picture else None
+            )
+            if picture is None or entry is None:
+                parts.append(f"{task}: queued")
+                continue
+            holders = holder_words(picture.holders_of(entry.wants), str(self.store.root))
+            parts.append(f"{task}: queued, {_ordinal(picture.place(entry))} in line ({holders})")
         return "; ".join(sorted(parts))
+
+    def _picture(self) -> Picture | None:
+        try:
+            return Ledger(self.docker(), self._local_gpus(None)).read()
+        except (engine.EngineFailure, NodusError):
+            return None
 
     def nodes(self) -> list[NodeInfo]:
         """This machine, one entry per GPU model it has (a machine with 2 L4 and a T4 is
         two entries: a request names one model), with how many are free and how many
         tasks wait for them in the queue."""
-        found = machine.query_gpus()
-        try:
-            picture: Picture | None = Ledger(self.docker(), found).read()
-        except (engine.EngineFailure, NodusError):
-            picture = None
+        found = self._local_gpus(None)
+        picture = self._picture()
         host = socket.gethostname()
         models: dict[str, list[machine.LocalGpu]] = {}
         for g in found:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nodus_cli.errors import NotRunnable
+from nodus_cli.workload.model import DEFAULT_PRIORITY
 
 if TYPE_CHECKING:
     from nodus_cli.planning.planner import StagePlan
@@ -33,6 +34,7 @@ __all__ = [
     "FAN_OUT",
     "OUTPUT_DIR",
     "OUTPUT_DIR_WARNING",
+    "PRIORITY",
     "SHARE_GPU",
     "cluster_holds",
     "refuse_shared_gpus",
@@ -54,6 +56,10 @@ OUTPUT_DIR = (
     "output_dir: on Swarm the work folder lives on the node that ran the stage and "
     "is removed there after the run; nodus cannot copy it back (write results to "
     "storage the nodes share, e.g. a mount)"
+)
+PRIORITY = (
+    "priority: Swarm has no priorities between services, so it has no effect there; a "
+    "task Swarm keeps pending waits (queued) until a node has room, and wait_timeout applies"
 )
 OUTPUT_DIR_WARNING = (
     "output_dir is not copied back on Swarm: the work folder lives on the node "
@@ -84,7 +90,10 @@ def stage_notes(stage: Stage) -> list[str]:
 
 def run_notes(workload: Workload) -> list[str]:
     """What the plan says of the whole run on Swarm."""
-    return [OUTPUT_DIR] if workload.output_dir else []
+    found = [OUTPUT_DIR] if workload.output_dir else []
+    if workload.priority != DEFAULT_PRIORITY:
+        found.append(PRIORITY)
+    return found
 
 
 def warnings(workload: Workload) -> list[str]:

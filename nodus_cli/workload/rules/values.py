@@ -11,11 +11,23 @@ import math
 import re
 from typing import Any
 
+from nodus_cli.workload.duration import DURATION_HINT, parse_duration
 from nodus_cli.workload.hints import unquote_fix
+from nodus_cli.workload.model import DEFAULT_PRIORITY, PRIORITY_RANGE
 from nodus_cli.workload.report import Report, clip, toml
 from nodus_cli.workload.tomlsource import Key
 
-__all__ = ["MAX_NUMBER", "NUL_CHARACTER", "image", "number", "positive", "quantity", "string"]
+__all__ = [
+    "MAX_NUMBER",
+    "NUL_CHARACTER",
+    "duration",
+    "image",
+    "number",
+    "positive",
+    "priority",
+    "quantity",
+    "string",
+]
 
 #: The error for a string with a NUL character (no process argument or path can hold one).
 NUL_CHARACTER = "must not contain a NUL character (\\u0000)"
@@ -97,3 +109,32 @@ def positive(report: Report, table: dict[str, Any], key: Key, unit: str) -> floa
     if key[-1] not in table:
         return None
     return number(report, table[key[-1]], key, positive=True, unit=unit)
+
+
+def priority(report: Report, table: dict[str, Any], key: Key) -> int | None:
+    """``priority``: a whole number from 0 to 100 (higher first in the queue)."""
+    if key[-1] not in table:
+        return None
+    raw = table[key[-1]]
+    low, high = PRIORITY_RANGE
+    if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
+        shown = f", not {toml(raw)}" if not isinstance(raw, dict | list) else ""
+        report.error(
+            key,
+            f"must be a whole number from {low} to {high} (higher runs first when runs wait "
+            f"for GPUs; default {DEFAULT_PRIORITY}){shown}",
+        )
+        return None
+    return raw
+
+
+def duration(report: Report, table: dict[str, Any], key: Key) -> float | None:
+    """A duration (``wait_timeout = "30m"``): seconds, more than 0."""
+    if key[-1] not in table:
+        return None
+    raw = table[key[-1]]
+    try:
+        return parse_duration(raw)
+    except ValueError as exc:
+        report.error(key, f"{clip(str(exc))}: {DURATION_HINT}")
+        return None

@@ -114,10 +114,10 @@ def test_an_engine_too_old_for_gpu_device_requests_is_refused(
     machine.setenv("NODUS_FAKE_GPUS", "l4x1")
     target = LocalTarget(store)
     w = _workload('gpu = "L4"\n')
-    plan = target.plan(w, no_history)
     with FakeEngine() as fake:
         fake.route("GET", "/_ping", ping("1.39"))
         machine.setenv("DOCKER_HOST", fake.host)
+        plan = target.plan(w, no_history)  # (it asks who holds the GPU: no answer, no note)
         with pytest.raises(NotRunnable, match=r"speaks API 1\.39; GPU device requests need 1\.40"):
             target.prepare(w, plan)
 

@@ -130,7 +130,7 @@ def wait_ended(nodus: SwarmNodus, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         run = only_run(nodus)
-        if run["status"] not in ("pending", "running"):
+        if run["status"] not in ("pending", "queued", "running"):
             return run
         time.sleep(0.3)
     raise AssertionError(f"the run did not end within {timeout}s: {only_run(nodus)}")
@@ -926,6 +926,29 @@ def test_output_of_a_remote_job_is_complete_and_not_repeated(
 
 
 @pytest.mark.swarm
+def test_a_pending_task_is_queued_and_wait_timeout_gives_up(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path, blocker: Any
+) -> None:
+    held = blocker(3)  # 3 of the worker's 4 GPUs are taken by someone else
+    try:
+        done = nodus_swarm(
+            "run",
+            gpu_workload(tmp_path, "echo never", "H100", 2),
+            "--target",
+            "swarm",
+            "--wait-timeout",
+            "4s",
+        )
+    finally:
+        docker("service", "rm", held)
+    assert done.returncode == 3, done.stderr
+    assert "gave up after waiting 4 s (wait_timeout) for:" in done.stderr
+    run = only_run(nodus_swarm)
+    assert (run["status"], run["exit_code"]) == ("failed", 3)
+    assert run["cost"] == 0
+    assert cluster.service(run["id"]) == []
+
+
 def test_pending_diagnosis_then_ctrl_c(
     cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path, blocker: Any
 ) -> None:
@@ -946,9 +969,10 @@ def test_pending_diagnosis_then_ctrl_c(
         run_id = only_run(nodus_swarm)["id"]
         assert len(cluster.service(run_id)) == 1
         assert "pending" in only_run(nodus_swarm)["cluster"]
-        # Submitted, not yet placed: the run and its stage say pending, not running.
+        # Submitted, not yet placed: Swarm keeps it pending, so the run and its stage are
+        # queued, not running.
         waiting = only_run(nodus_swarm)
-        assert (waiting["status"], waiting["stages"][0]["status"]) == ("pending", "pending")
+        assert (waiting["status"], waiting["stages"][0]["status"]) == ("queued", "queued")
         assert "submitted, none running" in (waiting["stages"][0]["message"] or "")
         code = running.interrupt()
     finally:
