@@ -9,14 +9,15 @@ price_per_hour = 2.5      # what this machine costs you, USD per hour (default 0
 region = "eu-west-1"      # optional: lets `location` requirements match this machine
 
 [catalog]
-# What `nodus catalog update` fetches when given no SOURCE: URLs of nodus-format CSV
-# files or of SkyPilot catalog vms.csv files; "NAME=URL" names the supplier (else the
-# URL's path does: .../catalogs/v7/aws/vms.csv is aws).
+# What `nodus catalog update` fetches when given no SOURCE: URLs (or paths, relative to
+# this file) of nodus-format CSV files or of SkyPilot catalog vms.csv files; "NAME=URL"
+# names the supplier (else the URL's path does: .../catalogs/v7/aws/vms.csv is aws).
 sources = [
   "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs/v7/aws/vms.csv",
   "lambda=https://example.com/prices/lambda.csv",
 ]
 max_age_days = 30         # plans warn when the prices in use are older (default 30)
+timeout = 30              # seconds one source may take, retries included (default 30)
 
 [limits]
 max_spend_per_day = 200.0     # USD, across every run recorded in this NODUS_HOME
@@ -41,16 +42,19 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from nodus_cli.errors import NodusError
 
 #: The sections this module reads, and their keys.
 SECTIONS: dict[str, tuple[str, ...]] = {
     "local": ("price_per_hour", "region"),
-    "catalog": ("sources", "max_age_days"),
+    "catalog": ("sources", "max_age_days", "timeout"),
     "limits": ("max_spend_per_day", "max_spend_per_month", "max_price_per_hour"),
 }
 DEFAULT_MAX_AGE_DAYS = 30.0
+#: Seconds one source of ``nodus catalog update`` may take, retries included.
+DEFAULT_CATALOG_TIMEOUT = 30.0
 #: A source's own name, in ``NAME=URL``.
 _SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -101,12 +105,16 @@ class LocalConfig:
 class CatalogSource:
     """One ``[catalog] sources`` entry (or ``nodus catalog update`` argument)."""
 
+    #: An http(s) URL, or a ``file://`` URL (a path is made one).
     url: str
     #: The name given as ``NAME=URL``; None: the URL's path names it.
     name: str | None = None
+    #: As written, when that was a path (shown as the user wrote it).
+    written: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.name}={self.url}" if self.name else self.url
+        shown = self.written or self.url
+        return f"{self.name}={shown}" if self.name else shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +123,8 @@ class CatalogConfig:
     max_age_days: float = DEFAULT_MAX_AGE_DAYS
     #: The file the values came from (None: defaults, no file).
     path: Path | None = None
+    #: Seconds one source of ``nodus catalog update`` may take, retries included.
+    timeout: float = DEFAULT_CATALOG_TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,25 +237,48 @@ def local() -> LocalConfig:
     return LocalConfig(price, region.strip())
 
 
-def parse_source(text: str) -> CatalogSource:
-    """``URL`` or ``NAME=URL`` as a source; ValueError with what to write otherwise."""
+def parse_source(text: str, base: Path | None = None) -> CatalogSource:
+    """``URL``, ``PATH`` or ``NAME=URL`` / ``NAME=PATH`` as a source; ValueError with what to
+    write otherwise. A path (relative to ``base``, default the working folder) becomes a
+    ``file://`` URL; an ``http://``, ``https://`` or ``file://`` URL stays as it is."""
     text = text.strip()
     name: str | None = None
     head, sep, rest = text.partition("=")
-    if sep and "://" not in head:
-        if not _SOURCE_NAME.fullmatch(head.strip()):
-            raise ValueError(
-                f"{head.strip()!r} is not a source name: use letters, digits, '-', '_' "
-                "or '.', e.g. aws=https://..."
-            )
+    if sep and "://" not in head and _SOURCE_NAME.fullmatch(head.strip()):
         name, text = head.strip(), rest.strip()
-    lowered = text.lower()
-    if not (lowered.startswith("https://") or lowered.startswith("http://")) or len(text) < 10:
+    elif sep and "://" not in head and not (Path(base or ".") / text).expanduser().exists():
         raise ValueError(
-            f"{text!r} is not an http(s) URL: write a URL such as "
-            '"https://example.com/catalogs/v7/aws/vms.csv", or NAME=URL'
+            f"{head.strip()!r} is not a source name: use letters, digits, '-', '_' "
+            "or '.', e.g. aws=https://..."
         )
-    return CatalogSource(text, name)
+    what = (
+        'write a URL such as "https://example.com/catalogs/v7/aws/vms.csv", a path such as '
+        "./vms.csv, or NAME=URL"
+    )
+    if not text:
+        raise ValueError(f"the source is empty: {what}")
+    scheme, has_scheme, _ = text.partition("://")
+    if has_scheme:
+        scheme = scheme.lower()
+        if scheme == "file":
+            parts = urlsplit(text)
+            if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+                raise ValueError(f"{text!r} is not a file URL of an absolute path: {what}")
+            return CatalogSource(text, name)
+        if scheme not in ("http", "https") or len(text) < 10:
+            raise ValueError(f"{text!r} is not an http(s) or file URL, or a path: {what}")
+        return CatalogSource(text, name)
+    path = Path(text).expanduser()
+    if not path.is_absolute():
+        path = Path(base or Path.cwd()) / path
+    host, slash, _ = text.partition("/")
+    if slash and "." in host.strip(".") and not text.startswith((".", "~")) and not path.exists():
+        # "example.com/vms.csv": a URL without its scheme, more likely than a file
+        raise ValueError(
+            f"{text!r} is not an http(s) URL, and there is no such file: write "
+            f'"https://{text}", or a path such as ./vms.csv'
+        )
+    return CatalogSource(path.resolve().as_uri(), name, written=text)
 
 
 def catalog() -> CatalogConfig:
@@ -269,7 +302,7 @@ def catalog() -> CatalogConfig:
                 hint=f"write it as, e.g., {example}",
             )
         try:
-            sources.append(parse_source(entry))
+            sources.append(parse_source(entry, path.parent))  # paths: from this file
         except ValueError as exc:
             raise NodusError(f"{path}: catalog.sources[{i}]: {exc}") from None
     age = _amount(
@@ -281,7 +314,16 @@ def catalog() -> CatalogConfig:
         example="30",
         zero_ok=False,
     )
-    return CatalogConfig(tuple(sources), age, path)
+    timeout = _amount(
+        path,
+        "catalog",
+        "timeout",
+        section.get("timeout", DEFAULT_CATALOG_TIMEOUT),
+        unit="seconds",
+        example="30",
+        zero_ok=False,
+    )
+    return CatalogConfig(tuple(sources), age, path, timeout)
 
 
 def limits() -> LimitsConfig:

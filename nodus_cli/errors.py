@@ -51,6 +51,9 @@ class Problem:
     message: str
     severity: Severity = "error"
     line: int | None = None
+    #: How many problems this one stands for: the closing "4,000 more errors not shown"
+    #: of a report cut short stands for the 4,000, so counts agree with it.
+    count: int = 1
 
     def as_json(self) -> dict[str, object]:
         return {"loc": self.loc, "line": self.line, "message": self.message}
@@ -131,9 +134,9 @@ class InvalidWorkload(InvalidInput, ValueError):
         self.problems = list(problems)
         errors = [p for p in self.problems if p.severity == "error"]
         lines = "\n".join(p.render(source) for p in errors)
-        count = len(errors)
+        count = sum(p.count for p in errors)
         super().__init__(
-            f"{source} is not a valid workload ({count} problem{'s' if count != 1 else ''}):\n"
+            f"{source} is not a valid workload ({count:,} problem{'s' if count != 1 else ''}):\n"
             f"{lines}",
             hint="each line names the key and what to write instead",
         )

@@ -15,10 +15,14 @@ import re
 __all__ = [
     "ANSI",
     "ELLIPSIS",
+    "MAX_ECHO",
+    "MAX_LINE",
     "RESET",
+    "bounded",
     "clipped",
     "display_width",
     "gpu_text",
+    "middle",
     "money",
     "plural",
     "safe",
@@ -41,6 +45,34 @@ def safe(text: str, newlines: bool = True) -> str:
     if _CONTROL.search(text) is None:
         return text
     return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+#: The longest run of non-blank characters, and the longest line, that a message echoes
+#: whole: a 1 MB key or argument is the user's own, and printing it back buries the words.
+MAX_ECHO = 200
+MAX_LINE = 2000
+_LONG_RUN = re.compile(rf"\S{{{MAX_ECHO + 1},}}")
+
+
+def middle(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters: its start and its end, "…" between (the
+    end of a long key or path tells as much as its start)."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 2 // 3
+    return text[:head] + ELLIPSIS + text[len(text) - (limit - 1 - head) :]
+
+
+def bounded(text: str) -> str:
+    """A message with every echoed value bounded: each run of non-blank characters longer
+    than :data:`MAX_ECHO`, and each line longer than :data:`MAX_LINE`, clipped in the
+    middle. Text of ordinary size is returned as it is."""
+    if len(text) <= MAX_ECHO:
+        return text
+    text = _LONG_RUN.sub(lambda m: middle(m.group(0), MAX_ECHO), text)
+    if len(text) <= MAX_LINE:
+        return text
+    return "\n".join(middle(line, MAX_LINE) for line in text.split("\n"))
 
 
 def plural(count: int, singular: str, many: str | None = None, *, grouped: bool = False) -> str:

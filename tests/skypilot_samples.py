@@ -68,16 +68,16 @@ n2-standard-8,8.0,32.0,,,,us-central1,us-central1-a,0.388472,0.09
 ,,,tpu-v5litepod-1,1,tpu-v5litepod-1,us-central1,us-central1-a,1.2,0.24493
 """
 GCP_V8_EXPECTED = {
-    # (machine, gpu, count, region): (price, spot)
+    # (machine, gpu, count, region): (price, spot): host + GPU rows of one zone
     # host + GPU (real: 0.73948 + 2.93391, spot 0.36975 + 1.4341; in offers.csv too)
     ("a2-highgpu-1g", "A100", 1, "us-central1"): (3.67339, 1.80385),
-    ("n1-standard-4", "T4", 1, "us-central1"): (0.539999, 0.175),
+    ("a2-highgpu-1g", "A100", 1, "europe-west4"): (2.42771, 1.48734),  # 0.81406 + 1.61365
+    ("a4-highgpu-8g", "B200", 8, "us-central1"): (60.0, 20.0),  # the host's 0.0 is a price
+    ("n1-standard-4", "T4", 1, "us-central1"): (0.539999, 0.18),  # zone a: 0.04 + 0.14
     ("n1-standard-4", "T4", 2, "us-central1"): (0.889999, None),  # the GPU row has no spot
     ("n1-standard-4", None, 0, "us-central1"): (0.189999, 0.035),  # n1 is sold bare too
     ("n2-standard-8", None, 0, "us-central1"): (0.388472, 0.09),
-    # Not: a2-highgpu-1g in europe-west4 (A100 there is 1.61 per GPU, under 0.6 x 2.93:
-    # an anomalous regional price), a3-edgegpu-8g-nolssd (no pairing), a4 (host price 0),
-    # the TPU.
+    # Not: a3-edgegpu-8g-nolssd (no H100 row in its zone), the TPU.
 }
 
 # v7 RunPod: Region is the country, AvailabilityZone the data centre; Price after SpotPrice.

@@ -7,8 +7,9 @@
 Reads OFFERS_CSV (provenance: tools/catalog/SOURCES.md) and writes nodus_cli/data/catalog.csv
 and nodus_cli/data/catalog_meta.json (sources, commits, the date the prices are as of, a
 short display name, dropped rows). Each row goes
-through ``nodus_cli.catalog.parse_row``, the same code that loads a ``--catalog`` file, so
-the embedded catalog and a user catalog canonicalize GPU spellings identically: family
+through ``nodus_cli.catalog.check``, the row rules of every catalog nodus reads (a
+``--catalog`` file, ``nodus catalog update``), so the embedded catalog and a user catalog
+canonicalize GPU spellings identically: family
 names from nodus_cli/data/gpus.json, memory from the model variant (never a supplier's
 under-reported figure). Exits 1, listing them, when a row does not resolve, or when
 gpus.json lets one spelling name two families. Needs only the standard library.
@@ -27,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from nodus_cli import catalog  # noqa: E402
+from nodus_cli.catalog import files, rows  # noqa: E402
 from nodus_cli.hardware import gpus  # noqa: E402
 
 DATA = REPO / "nodus_cli" / "data"
@@ -46,33 +48,6 @@ PROVENANCE = (
     "tools/catalog/SOURCES.md in the nodus source repository: for each supplier the "
     "repository, path and commit read, what was kept and each source's quirks"
 )
-
-
-def spelling_clashes(path: Path) -> list[str]:
-    """Spellings in gpus.json that name two different families."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    owner: dict[str, str] = {}
-    clashes = []
-
-    def add(spelling: str, family: str) -> None:
-        key = gpus.normalize(spelling)
-        if owner.setdefault(key, family) != family:
-            clashes.append(f"{spelling!r}: {owner[key]} vs {family}")
-
-    for fam in doc["families"]:
-        for s in [fam["name"], *fam["aliases"]]:
-            add(s, fam["name"])
-        for v in fam["variant_spellings"]:
-            add(v["spelling"], fam["name"])
-    for s, target in doc["catalog_spellings"].items():
-        add(s, target["family"])
-    return clashes
-
-
-def fmt(x: float | None) -> str:
-    if x is None:
-        return ""
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
 def main(argv: list[str]) -> int:
@@ -96,20 +71,20 @@ def main(argv: list[str]) -> int:
                     return 2
             del args[at : at + 2]
     src = Path(args[0]) if args else OFFERS
-    clashes = spelling_clashes(DATA / "gpus.json")
+    clashes = gpus.table().clashes  # the one name table: imports and `nodus gpus` read it
     if clashes:
         print("gpus.json: spellings that name two families:", *clashes, sep="\n  ", file=sys.stderr)
         return 1
     with open(src, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+        records = list(csv.DictReader(f))
 
-    out: list[catalog.Offer] = []
+    out: list[catalog.Cells] = []
     problems: list[str] = []
     notes: list[str] = []
     dropped: Counter[str] = Counter()
     suppliers: Counter[str] = Counter()
     sources: dict[str, dict[str, str]] = {}
-    for line, row in enumerate(rows, start=2):
+    for line, row in enumerate(records, start=2):
         repo_commit, _, path = (row.get("source") or "").partition(":")
         repo, _, commit = repo_commit.partition("@")
         sources.setdefault(
@@ -117,13 +92,14 @@ def main(argv: list[str]) -> int:
             {"supplier": row["supplier"], "repo": repo, "path": path, "commit": commit},
         )
         try:
-            offer = catalog.parse_row(row)
+            cells = catalog.check(rows.cells_of(row))
         except ValueError as exc:
             problems.append(f"line {line}: {row['supplier']} {row['machine_id']}: {exc}")
             continue
-        if offer is None:
+        if cells is None:
             dropped["no on-demand price"] += 1
             continue
+        offer = catalog.offer(cells)
         figure = float(row["gpu_memory_gb"] or 0)
         if figure and abs(offer.gpu_memory_gb - figure) > 0.15 * offer.gpu_memory_gb:
             notes.append(
@@ -131,7 +107,7 @@ def main(argv: list[str]) -> int:
                 f"supplier says {figure} GB, nominal {offer.gpu_memory_gb:g} GB"
             )
         suppliers[offer.supplier] += 1
-        out.append(offer)
+        out.append(cells)
     if problems:
         print("rows that do not resolve (fix gpus.json or the source):", file=sys.stderr)
         for p in problems:
@@ -139,28 +115,9 @@ def main(argv: list[str]) -> int:
         return 1
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "catalog.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(catalog.EMBEDDED_COLUMNS)
-        for o in out:
-            w.writerow(
-                [
-                    o.supplier,
-                    o.machine_id,
-                    o.gpu or "",
-                    o.gpu_count,
-                    fmt(o.gpu_memory_gb),
-                    fmt(o.vcpus),
-                    fmt(o.memory_gb),
-                    fmt(o.disk_gb),
-                    o.region,
-                    fmt(o.price_per_hour),
-                    fmt(o.spot_price_per_hour),
-                    o.arch,
-                    catalog.HOST_SIZE_MINIMUM_VALUE if o.size_is_minimum else "",
-                ]
-            )
-    cpu_only = sum(1 for o in out if o.gpu is None)
+    # The writer of every file nodus reads back (an updated catalog too): one layout.
+    (out_dir / "catalog.csv").write_bytes(files.write_rows(out))
+    cpu_only = sum(1 for cells in out if not cells[3])
     meta = {
         "name": f"nodus embedded catalog, {len(suppliers)} suppliers",
         "built_from": "tools/catalog/offers.csv",
@@ -182,7 +139,7 @@ def main(argv: list[str]) -> int:
     for n in notes:
         print("note:", n, file=sys.stderr)
     print(
-        f"wrote {len(out)} rows from {len(rows)} ({dict(dropped)} dropped) to "
+        f"wrote {len(out)} rows from {len(records)} ({dict(dropped)} dropped) to "
         f"{out_dir / 'catalog.csv'}"
     )
     return 0

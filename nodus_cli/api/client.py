@@ -34,6 +34,7 @@ of quotes, which plans but never runs.
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -256,19 +257,24 @@ class Client:
 
         p = Path(path)
         try:
-            folder, file = p.is_dir(), p.is_file()
+            mode = p.stat().st_mode
+        except FileNotFoundError:
+            raise UsageError(f"{path}: no such file") from None
         except OSError as exc:  # a folder on the way that this user may not enter
             raise UsageError(
                 f"{path}: cannot read it: {exc.strerror}",
                 hint="check the path and its permissions",
             ) from None
-        if folder:
+        if stat.S_ISDIR(mode):
             raise UsageError(
                 f"{path} is a folder: name one workload file",
                 hint=f"nodus validate {path} checks every file in it",
             )
-        if not file:
-            raise UsageError(f"{path}: no such file")
+        if not stat.S_ISREG(mode):
+            # A pipe or a device could block or never end: workload files are plain files.
+            raise UsageError(
+                f"{path} is not a regular file ({_kind(mode)}): name a workload file (*.toml)"
+            )
         result = load_file(p, str(path))
         if result.workload is None:
             raise InvalidWorkload(result.problems, str(path))
@@ -683,6 +689,17 @@ class Client:
         from nodus_cli.targets.swarm import setup
 
         return setup.init_node(price, machine_id, apply, Path(daemon_json))
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a plain file"
 
 
 def _document(arguments: Mapping[str, Any]) -> dict[str, Any]:

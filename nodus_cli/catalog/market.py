@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nodus_cli import catalog
-from nodus_cli.catalog import Offer
+from nodus_cli.catalog.machines import describe_machine, machine_configurations
+from nodus_cli.catalog.model import Offer
+from nodus_cli.catalog.selection import load
 from nodus_cli.errors import UsageError
 from nodus_cli.hardware import gpus, locations
 
@@ -47,7 +48,7 @@ def survey(
         raise UsageError(f"--count must be 1 or more, not {count}")
     table = gpus.table()
     family, memory = resolve(table, name) if name is not None else (None, None)
-    every = catalog.load(catalog_path).offers
+    every = load(catalog_path).offers
     offers = [
         o
         for o in every
@@ -116,16 +117,33 @@ def _filter_warnings(
 
 
 def resolve(table: gpus.GpuTable, name: str) -> tuple[gpus.GpuFamily, float | None]:
-    """A model family from any accepted spelling, or a memory variant (``A100-80GB``)."""
-    family = table.lookup(name)
-    if family is not None:
-        return family, None
-    variant = table.variant(name)
-    if variant is not None:
-        return variant.family, variant.memory_gb
-    machine = catalog.describe_machine(name)
+    """A model family and the memory variant to narrow to (None: the whole family) from
+    any spelling the catalog's names table holds, the one supplier imports read
+    (``RTX6000`` is Lambda's Quadro RTX 6000).
+
+    The catalog tells a family's offers apart by memory only. So a name that says more (a
+    form factor, ``H100 SXM``, or a machine variant, ``H100-MEGA``) narrows to its memory
+    only when no other form factor has that memory (``H100 NVL`` is the 94 GB H100); any
+    other such name is refused with the names that do work, never widened to the family.
+    """
+    found = table.catalog_name(name)
+    if found is not None:
+        family, memory, form = found.family, found.memory_gb, found.form_factor
+        if form is None or (memory is not None and table.only_form_at(family, memory, form)):
+            # A family that comes in one memory is not narrowed by naming it.
+            return family, memory if len(family.memory_gb) > 1 else None
+        variants = ", ".join(f"{m:g} GB" for m in family.memory_gb)
+        by_memory = " or ".join(f"`nodus gpus {family.name}-{m:g}GB`" for m in family.memory_gb)
+        raise UsageError(
+            f'"{name}" names a variant of the {family.name} ({form}) that the catalog does '
+            f"not record: it tells {family.name} offers apart by memory only ({variants}), "
+            "so it cannot list only these",
+            hint=f"`nodus gpus {family.name}` lists every {family.name} offer"
+            + (f"; {by_memory} one memory variant" if len(family.memory_gb) > 1 else ""),
+        )
+    machine = describe_machine(name)
     if machine is not None:
-        setups = catalog.machine_configurations(name)
+        setups = machine_configurations(name)
         raise UsageError(machine, hint=f"nodus gpus {setups[0].gpu}")
     if table.is_supplier(name):
         raise UsageError(

@@ -1,17 +1,21 @@
-"""Price sources: what ``nodus catalog update`` fetches, and fetching one over HTTP(S).
+"""Price sources: what ``nodus catalog update`` fetches, and fetching one.
 
-A source is a URL (``[catalog] sources`` in config.toml, or a ``nodus catalog update``
-argument), optionally named ``NAME=URL``. Without a name the URL's path names it: the
-folder of a ``vms.csv`` (``.../catalogs/v7/aws/vms.csv`` is ``aws``), else the file name
-without its extension. For a SkyPilot file the name is the supplier.
+A source is a URL or a file (``[catalog] sources`` in config.toml, or a ``nodus catalog
+update`` argument), optionally named ``NAME=URL``. Without a name the URL's path names
+it: the folder of a ``vms.csv`` (``.../catalogs/v7/aws/vms.csv`` is ``aws``), else the
+file name without its extension. For a SkyPilot file the name is the supplier.
 
-:func:`fetch` makes one conditional GET (``If-None-Match`` / ``If-Modified-Since`` from
-the previous fetch), with a timeout, through the proxy the environment names
-(``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY``), retrying with exponential backoff only
-what may pass: timeouts, connection errors (a download cut short included), HTTP 5xx and
-429. A body shorter than its ``Content-Length`` is never used. httpx is imported here,
-lazily, only when something is fetched: ``import nodus_cli``, ``nodus validate`` and
-``nodus plan`` never load it.
+:func:`fetch` reads a ``file://`` source from the disk (its modification time and size
+stand for an ETag: an unchanged file is "not modified"). Of an http(s) source it makes one
+conditional GET (``If-None-Match`` / ``If-Modified-Since`` from the previous fetch),
+through the proxy the environment names (``HTTP(S)_PROXY``, ``ALL_PROXY``, ``NO_PROXY``),
+retrying with exponential backoff only what may pass: timeouts, connection errors (a
+download cut short included), HTTP 5xx and 429. The whole of it, every attempt and pause
+included, is bounded by one timeout (``[catalog] timeout``): each attempt may wait its
+share of what is left, so a server that accepts and never answers is given up on in time
+and is tried again. A body shorter than its ``Content-Length`` is never used. httpx is
+imported here, lazily, only when something is fetched over the network: ``import
+nodus_cli``, ``nodus validate`` and ``nodus plan`` never load it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import unquote, urlsplit
 
@@ -29,23 +35,43 @@ from nodus_cli.errors import NodusError
 from nodus_cli.version import VERSION
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
-DEFAULT_TIMEOUT = 30.0
+#: Seconds one source may take, every attempt and pause included.
+DEFAULT_TIMEOUT = config.DEFAULT_CATALOG_TIMEOUT
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF = 0.5
 #: The longest a server's Retry-After is honoured, seconds.
 MAX_RETRY_AFTER = 30.0
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+#: What ``nodus catalog`` calls the catalog that ships with nodus: no source has this name.
+EMBEDDED_NAME = "embedded"
 
 
 @dataclass(frozen=True, slots=True)
 class Source:
     name: str
+    #: An http(s) URL or a ``file://`` URL.
     url: str
 
+    @property
+    def path(self) -> Path | None:
+        """The file of a ``file://`` source (None for a URL)."""
+        parts = urlsplit(self.url)
+        if parts.scheme.lower() != "file":
+            return None
+        return Path(urllib.request.url2pathname(parts.path))
+
+    @property
+    def where(self) -> str:
+        """Where it is, as a user would write it: the URL, or the file's path."""
+        path = self.path
+        return str(path) if path is not None else self.url
+
     def __str__(self) -> str:
-        return f"{self.name} ({self.url})"
+        return f"{self.name} ({self.where})"
 
 
 class SourceError(NodusError):
@@ -82,6 +108,21 @@ def resolve(entries: list[config.CatalogSource]) -> list[Source]:
                 exit_code=2,
                 hint=f"name it: NAME={entry.url}",
             )
+        shown = entry.written or entry.url
+        if not entry.name and _downloaded_vms_csv(entry.url, name):
+            raise NodusError(
+                f"{shown}: a SkyPilot vms.csv in a folder named {name!r} does not say whose "
+                "prices it holds (a URL's path does: .../catalogs/v7/aws/vms.csv is aws)",
+                exit_code=2,
+                hint=f"name its supplier: aws={shown}",
+            )
+        if name == EMBEDDED_NAME:
+            raise NodusError(
+                f"{entry}: a source may not be named {EMBEDDED_NAME!r} (the catalog that ships "
+                "with nodus is)",
+                exit_code=2,
+                hint=f"name it otherwise: NAME={entry.written or entry.url}",
+            )
         if name in seen:
             raise NodusError(
                 f"two sources are named {name!r}: {seen[name]} and {entry.url}",
@@ -91,6 +132,17 @@ def resolve(entries: list[config.CatalogSource]) -> list[Source]:
         seen[name] = entry.url
         found.append(Source(name, entry.url))
     return found
+
+
+def _downloaded_vms_csv(url: str, name: str) -> bool:
+    """A ``file://`` source named ``vms.csv`` whose folder is not a supplier's name (a
+    download in ``~/Downloads``): its name would be the folder's."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "file" or not parts.path.lower().endswith("/vms.csv"):
+        return False
+    from nodus_cli.hardware import gpus
+
+    return not gpus.table().is_supplier(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +172,9 @@ class Progress(Protocol):
 
 
 class Silent:
+    """Progress that shows nothing: of a fetch, and of a whole update (``done``,
+    ``changing``)."""
+
     def start(self, source: Source, total: int | None) -> None:
         pass
 
@@ -127,6 +182,12 @@ class Silent:
         pass
 
     def retry(self, source: Source, attempt: int, reason: str, delay: float) -> None:
+        pass
+
+    def done(self, result: object) -> None:
+        pass
+
+    def changing(self, changes: object) -> None:
         pass
 
 
@@ -155,33 +216,51 @@ def proxy_for(url: str) -> str | None:
     return chosen
 
 
-def client(timeout: float) -> httpx.Client:
-    """An HTTP client that honours the proxy environment and follows redirects."""
+def client() -> httpx.Client:
+    """An HTTP client that honours the proxy environment and follows redirects (each
+    request is given its own timeout by :func:`fetch`)."""
     import httpx
 
     return httpx.Client(
-        timeout=httpx.Timeout(timeout),
+        timeout=httpx.Timeout(DEFAULT_TIMEOUT),
+        verify=_tls(),
         follow_redirects=True,
         trust_env=True,
         headers={"User-Agent": f"nodus/{VERSION}", "Accept-Encoding": "gzip, deflate"},
     )
 
 
+@cache
+def _tls() -> ssl.SSLContext:
+    """The TLS settings of every client: httpx's own (its CA bundle, or SSL_CERT_FILE /
+    SSL_CERT_DIR), made once per process: loading the CA bundle takes tens of ms, more
+    than fetching a 10 MB file from a nearby server."""
+    import httpx
+
+    return httpx.create_ssl_context(trust_env=True)
+
+
 def fetch(
-    http: httpx.Client,
+    http: httpx.Client | None,
     source: Source,
     previous: Validators | None = None,
     *,
+    timeout: float = DEFAULT_TIMEOUT,
     retries: int = DEFAULT_RETRIES,
     backoff: float = DEFAULT_BACKOFF,
     progress: Progress | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Fetched:
-    """GET ``source`` (conditionally when ``previous`` has validators); SourceError naming
-    the source when it fails after ``retries`` more attempts."""
+    """Read ``source`` (conditionally when ``previous`` has validators); SourceError naming
+    the source when it fails, after ``retries`` more attempts if it may pass, or when
+    ``timeout`` seconds (every attempt and pause included) are up. ``http`` may be None for
+    a ``file://`` source."""
+    shown = progress or Silent()
+    if source.path is not None:
+        return _read_file(source, source.path, previous, shown)
     import httpx
 
-    shown = progress or Silent()
+    assert http is not None, "an http(s) source needs a client"
     headers: dict[str, str] = {}
     if previous is not None:
         if previous.etag:
@@ -189,10 +268,19 @@ def fetch(
         if previous.last_modified:
             headers["If-Modified-Since"] = previous.last_modified
     attempts = max(0, retries) + 1
+    deadline = time.monotonic() + timeout
     last = ""
+    tried = 0
     for attempt in range(1, attempts + 1):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        tried = attempt
+        # This attempt waits its share of what is left, so a server that never answers
+        # leaves time for the next attempts.
+        wait = left / (attempts - attempt + 1)
         try:
-            return _once(http, source, headers, attempt, shown)
+            return _once(http, source, headers, attempt, shown, wait, deadline)
         except _Retry as exc:
             last = exc.reason
             if attempt == attempts:
@@ -200,14 +288,47 @@ def fetch(
             delay = backoff * 2 ** (attempt - 1)
             if exc.retry_after is not None:
                 delay = max(delay, min(exc.retry_after, MAX_RETRY_AFTER))
+            if time.monotonic() + delay >= deadline:
+                break  # no time left for another attempt
             shown.retry(source, attempt, exc.reason, delay)
             sleep(delay)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a bad URL, a TLS error: final
             raise SourceError(
                 source, f"source {source} failed: {_describe(exc, source)}", hint=_hint(source)
             ) from None
-    tries = f"{attempts} attempt{'' if attempts == 1 else 's'}"
+    tries = f"{tried} attempt{'' if tried == 1 else 's'}"
+    if time.monotonic() + 0.001 >= deadline or tried < attempts:
+        raise SourceError(
+            source,
+            f"source {source} gave up after {tries} in {timeout:g} s, the time a source may "
+            f"take: {last}",
+            hint=f"{_hint(source)}; a slow server may be given longer with `timeout = "
+            f"{max(60, 2 * timeout):g}` in [catalog] of config.toml, or --timeout",
+        )
     raise SourceError(source, f"source {source} failed after {tries}: {last}", hint=_hint(source))
+
+
+def _read_file(
+    source: Source, path: Path, previous: Validators | None, progress: Progress
+) -> Fetched:
+    """A ``file://`` source; "not modified" (304) when its modification time and size are
+    what the previous update saw."""
+    try:
+        info = path.stat()
+        tag = f'"{info.st_mtime_ns:x}-{info.st_size:x}"'
+        if previous is not None and previous.etag == tag:
+            return Fetched(304, b"", tag, None, 1)
+        progress.start(source, info.st_size)
+        body = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(
+            source,
+            f"source {source} cannot be read: {exc.strerror or exc}",
+            hint="check the path (a relative path in config.toml is from that file's folder); "
+            "the catalog in use was left as it was",
+        ) from None
+    progress.advance(source, len(body))
+    return Fetched(200, body, tag, None, 1)
 
 
 def _once(
@@ -216,13 +337,17 @@ def _once(
     headers: dict[str, str],
     attempt: int,
     progress: Progress,
+    wait: float,
+    deadline: float,
 ) -> Fetched:
     import httpx
 
     received = 0
     expected: int | None = None
     try:
-        with http.stream("GET", source.url, headers=headers) as response:
+        with http.stream(
+            "GET", source.url, headers=headers, timeout=httpx.Timeout(wait)
+        ) as response:
             status = response.status_code
             if status == 304:
                 return Fetched(
@@ -250,6 +375,8 @@ def _once(
                 chunks.append(chunk)
                 received += len(chunk)
                 progress.advance(source, received)
+                if time.monotonic() > deadline:
+                    raise _Retry(f"the download was not done in time ({received:,} bytes)")
             raw = b"".join(chunks)
             if expected is not None and received != expected:
                 raise _Retry(_partial(received, expected))
@@ -263,8 +390,8 @@ def _once(
             )
     except httpx.TimeoutException as exc:
         kind = "connecting" if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout) else ""
-        detail = f" while {kind}" if kind else ""
-        raise _Retry(f"timed out{detail} ({_timeout_of(http)})") from None
+        detail = f" while {kind}" if kind else ""  # else: the server took the request
+        raise _Retry(f"no answer{detail} within {wait:.3g} s") from None
     except httpx.RemoteProtocolError as exc:
         if expected is not None and received < expected:
             raise _Retry(_partial(received, expected)) from None
@@ -329,11 +456,6 @@ def _retry_after(text: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def _timeout_of(http: httpx.Client) -> str:
-    seconds = http.timeout.read or http.timeout.connect
-    return f"{seconds:g} s" if seconds is not None else "no limit"
 
 
 def _describe(exc: Exception, source: Source) -> str:

@@ -2,11 +2,12 @@
 
 Layout (the folder 0700, every file 0600: prices and source URLs are the user's own)::
 
-    NODUS_HOME/catalog/current.json        the commit point: which offers file is in use
-                                           and, per source, its URL, supplier, format,
-                                           fetched_at, checked_at, ETag/Last-Modified,
-                                           rows (and where they sit in the offers file),
-                                           bad rows
+    NODUS_HOME/catalog/current.json        the commit point: which offers file is in use,
+                                           whether the embedded catalog supplies the
+                                           suppliers no source carries ("base"), and per
+                                           source its URL, suppliers, format, fetched_at,
+                                           checked_at, ETag/Last-Modified, rows (and where
+                                           they sit in the offers file), refused rows
     NODUS_HOME/catalog/offers-<hash>.csv   the offers in the embedded catalog's columns,
                                            source after source
 
@@ -23,23 +24,29 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
-import io
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from nodus_cli import catalog, config
-from nodus_cli.catalog import Catalog, CatalogError, Cells, Offer
+from nodus_cli import config
+from nodus_cli.catalog.files import read_canonical, write_rows
+from nodus_cli.catalog.model import Catalog, CatalogError, CatalogKind, Offer
+from nodus_cli.catalog.rows import COLUMNS, Cells
 
 FOLDER = "catalog"
 CURRENT = "current.json"
 #: Version of current.json's layout.
 FORMAT = 1
+#: ``base`` of current.json: the embedded catalog supplies every supplier no stored source
+#: carries, or nothing does (``nodus catalog update --replace``; also a current.json
+#: written before ``base`` existed, when an update replaced everything).
+BASE_EMBEDDED = "embedded"
+BASE_NONE = "none"
 
 
 def folder() -> Path:
@@ -65,9 +72,16 @@ class StoredSource:
     rows: int = 0
     bad_rows: int = 0
     bad_row_examples: list[str] = field(default_factory=list)
+    #: Configurations left out (not bad rows) by reason.
     skipped: dict[str, int] = field(default_factory=dict)
     #: "fetched" (200) or "not modified" (304: the previous rows were kept).
     last_result: str = "fetched"
+    #: The file's data rows, and those no configuration came from.
+    rows_read: int = 0
+    rows_refused: int = 0
+    configurations_refused: int = 0
+    #: The refused rows by reason: reason, bad, configurations, rows, lines.
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +99,11 @@ class StoredSource:
             "bad_row_examples": list(self.bad_row_examples),
             "skipped": dict(self.skipped),
             "last_result": self.last_result,
+            "rows_read": self.rows_read,
+            "rows_used": self.rows_read - self.rows_refused,
+            "rows_refused": self.rows_refused,
+            "configurations_refused": self.configurations_refused,
+            "refused": [dict(r) for r in self.refused],
         }
 
     @classmethod
@@ -103,6 +122,10 @@ class StoredSource:
             bad_row_examples=[str(x) for x in doc.get("bad_row_examples") or []],
             skipped={str(k): int(v) for k, v in (doc.get("skipped") or {}).items()},
             last_result=str(doc.get("last_result") or "fetched"),
+            rows_read=int(doc.get("rows_read") or 0),
+            rows_refused=int(doc.get("rows_refused") or 0),
+            configurations_refused=int(doc.get("configurations_refused") or 0),
+            refused=[dict(r) for r in doc.get("refused") or []],
         )
 
 
@@ -113,6 +136,8 @@ class Stored:
     catalog: Catalog
     sources: list[StoredSource]
     offers_by_source: dict[str, list[Offer]]
+    #: BASE_EMBEDDED or BASE_NONE.
+    base: str = BASE_NONE
 
     def cells(self, name: str) -> list[Cells]:
         """One source's rows as the offers file holds them (for a 304: kept as they are)."""
@@ -126,7 +151,7 @@ class Stored:
         with open(self.catalog.path, newline="", encoding="utf-8") as handle:
             reader = csv.reader(handle)
             header = next(reader)
-            order = [header.index(c) for c in catalog.CELL_COLUMNS]
+            order = [header.index(c) for c in COLUMNS]
             rows = list(reader)[at : at + s.rows]
         pick = itemgetter(*order)
         return [pick(r) for r in rows]
@@ -152,7 +177,7 @@ def read() -> Stored | None:
         meta = json.loads(text)
         sources = [StoredSource.from_json(s) for s in meta["sources"]]
         offers_path = folder() / Path(str(meta["offers_file"])).name
-        offers = catalog.read_canonical(offers_path)
+        offers = read_canonical(offers_path)
     except FileNotFoundError as exc:
         raise _broken(meta_path, f"{exc.filename} is missing") from None
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
@@ -180,14 +205,10 @@ def read() -> Stored | None:
         "updated": True,
     }
     cat = Catalog(
-        offers, str(offers_path), info, kind=catalog.UPDATED, chosen_by="nodus catalog update"
+        offers, str(offers_path), info, kind=CatalogKind.UPDATED, chosen_by="nodus catalog update"
     )
-    return Stored(cat, sources, by_source)
-
-
-def load_current() -> Catalog | None:
-    stored = read()
-    return stored.catalog if stored is not None else None
+    base = BASE_EMBEDDED if meta.get("base") == BASE_EMBEDDED else BASE_NONE
+    return Stored(cat, sources, by_source, base)
 
 
 def read_quietly() -> Stored | None:
@@ -268,25 +289,19 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def rows_csv(rows: Iterable[Cells]) -> bytes:
-    """Rows (canonical text) as the stored offers file."""
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(catalog.CELL_COLUMNS)
-    w.writerows(rows)
-    return out.getvalue().encode("utf-8")
-
-
 def replace_catalog(
     sources: Sequence[tuple[StoredSource, Sequence[Cells]]],
     dropped: dict[str, int],
     updated_at: str,
+    supplied_by: str = BASE_EMBEDDED,
 ) -> Path:
-    """Store these sources' rows (canonical text) as the catalog in use; return the offers
-    file. Atomic: until the final rename of current.json the catalog in use is untouched."""
+    """Store these sources' rows (canonical text) as the catalog in use, the embedded
+    catalog supplying the other suppliers unless ``supplied_by`` is BASE_NONE; return the
+    offers file. Atomic: until the final rename of current.json the catalog in use is
+    untouched."""
     base = folder()
     _private_dir(base)
-    data = rows_csv(v for _, rows in sources for v in rows)
+    data = write_rows(v for _, rows in sources for v in rows)
     name = f"offers-{hashlib.sha256(data).hexdigest()[:16]}.csv"
     records = []
     total = 0
@@ -300,6 +315,7 @@ def replace_catalog(
         "updated_at": updated_at,
         "rows": total,
         "dropped": {k: v for k, v in dropped.items() if v},
+        "base": supplied_by,
         "sources": records,
     }
     try:

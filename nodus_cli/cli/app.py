@@ -17,7 +17,7 @@ app = typer.Typer(
     name="nodus",
     help="Validate, price and run GPU workloads described in TOML files.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -369,19 +369,24 @@ def spend(
     raise typer.Exit(command.run(as_json))
 
 
+NodesTarget = StrEnum("NodesTarget", {name: name for name in _RUN})  # type: ignore[misc]
+
+
 @app.command()
 def nodes(
     target: Annotated[
-        PlanTarget | None,
-        typer.Option(help=f"Whose machines: {_RUN_PLACES} (default: swarm)."),
-    ] = None,
+        NodesTarget,
+        typer.Option(
+            help=f"Whose machines: {_RUN_PLACES} (local: this machine, one entry per GPU "
+            "model, with the tasks queued for them)."
+        ),
+    ] = NodesTarget("swarm"),
     as_json: JsonOpt = False,
 ) -> None:
-    """The nodes of the Docker Swarm cluster (or this machine, --target local) and what
-    they hold now: GPUs per model, free, and queued for."""
+    """The nodes of the Docker Swarm cluster (or this machine) and what they hold now."""
     from nodus_cli.cli.commands import nodes as command
 
-    raise typer.Exit(command.run(as_json, (target or PlanTarget("swarm")).value))
+    raise typer.Exit(command.run(as_json, target.value))
 
 
 catalog_app = typer.Typer(
@@ -407,23 +412,35 @@ def catalog_update(
         list[str] | None,
         typer.Argument(
             metavar="SOURCE...",
-            help="URLs of nodus-format CSV files or SkyPilot vms.csv files, optionally "
-            "NAME=URL (default: [catalog] sources in config.toml).",
+            help="URLs or paths of nodus-format CSV files or SkyPilot vms.csv files, "
+            "optionally NAME=URL (default: [catalog] sources in config.toml).",
         ),
     ] = None,
     timeout: Annotated[
-        float, typer.Option(min=0.001, help="Seconds to wait for a server (connect, each read).")
-    ] = 30.0,
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="Seconds one source may take, retries included (default: [catalog] timeout, 30).",
+        ),
+    ] = None,
     retries: Annotated[
         int,
         typer.Option(min=0, max=10, help="Retries after a timeout, connection error, 5xx or 429."),
     ] = 3,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Make these sources the whole catalog (default: each replaces the suppliers "
+            "it carries; the others stay).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Fetch current prices and make them the catalog in use (all sources or nothing)."""
     from nodus_cli.cli.commands import catalog as command
 
-    raise typer.Exit(command.update(sources, as_json, timeout, retries))
+    raise typer.Exit(command.update(sources, as_json, timeout, retries, replace))
 
 
 @swarm_app.command("init-node")

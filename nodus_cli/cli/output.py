@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, TextIO
 
-from nodus_cli.text import RESET, clipped, display_width, safe, wrap
+from nodus_cli.text import RESET, bounded, clipped, display_width, safe, wrap
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -46,9 +46,9 @@ def fail(message: str, hint: str | None = None) -> None:
     from rich.markup import escape
 
     err = error_console()
-    err.print(f"[bold red]error:[/] {escape(safe(message))}")
+    err.print(f"[bold red]error:[/] {escape(safe(bounded(message)))}")
     if hint:
-        err.print(f"[dim]hint:[/] {escape(safe(hint))}")
+        err.print(f"[dim]hint:[/] {escape(safe(bounded(hint)))}")
 
 
 # -- plain text: aligned columns and ANSI colour without rich's start-up cost ---------
@@ -107,6 +107,7 @@ def stderr_line(text: str) -> None:
     """A line for people on stderr (``nodus: …``), wrapped to the terminal like the
     Writer's prose, so that notes around a fitted table fit too."""
     width = terminal_width(sys.stderr)
+    text = bounded(text)
     lines = [text] if width is None else wrap(text, width)
     sys.stderr.write("".join(line + "\n" for line in lines))
     sys.stderr.flush()

@@ -82,7 +82,20 @@ class Variant:
     superchip_memory_gb: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class CatalogName:
+    """What a GPU name in a catalog (or ``nodus gpus NAME``) says: the family, and the
+    memory variant and form factor (or machine variant) it names, if any."""
+
+    family: GpuFamily
+    memory_gb: float | None
+    form_factor: str | None
+
+
 class GpuTable:
+    """The one table of GPU names: what users may write (:meth:`lookup`) and every
+    spelling a supplier's catalog uses (:meth:`catalog_name`), from ``data/gpus.json``."""
+
     def __init__(self, raw: dict[str, Any]) -> None:
         self.families: list[GpuFamily] = []
         self._by_key: dict[str, GpuFamily] = {}
@@ -90,6 +103,8 @@ class GpuTable:
         self._smi: dict[str, GpuFamily] = {}
         self._catalog_extra: dict[str, Variant] = {}
         self._pool: dict[str, str] | None = None
+        #: Every spelling the table holds and the family it names, clashes included.
+        self._spelled: list[tuple[str, str]] = []
         self.suppliers: frozenset[str] = frozenset(
             normalize(s) for s in raw.get("not_gpu_names", {}).get("suppliers", [])
         )
@@ -111,6 +126,7 @@ class GpuTable:
             self.families.append(family)
             for spelling in (family.name, *family.aliases):
                 self._by_key.setdefault(normalize(spelling), family)
+                self._spelled.append((spelling, family.name))
             for smi in family.smi_names:
                 self._smi[normalize(smi)] = family
             for v in entry.get("variant_spellings", []):
@@ -119,12 +135,20 @@ class GpuTable:
                 self._variants[normalize(v["spelling"])] = Variant(
                     family, v["spelling"], memory, v.get("form_factor")
                 )
+                self._spelled.append((v["spelling"], family.name))
         for spelling, target in raw.get("catalog_spellings", {}).items():
             family = self._by_key[normalize(target["family"])]
             mem = target.get("memory_gb")
             self._catalog_extra[normalize(spelling)] = Variant(
-                family, spelling, float(mem) if mem is not None else None, None
+                family, spelling, float(mem) if mem is not None else None, target.get("form_factor")
             )
+            self._spelled.append((spelling, family.name))
+        #: family name -> memory -> the form factors spelled with that memory.
+        self._forms: dict[str, dict[float, set[str]]] = {}
+        for variant in (*self._variants.values(), *self._catalog_extra.values()):
+            if variant.memory_gb is not None and variant.form_factor:
+                forms = self._forms.setdefault(variant.family.name, {})
+                forms.setdefault(variant.memory_gb, set()).add(variant.form_factor.upper())
 
     def lookup(self, name: str) -> GpuFamily | None:
         """A family by canonical name or alias (what users may write)."""
@@ -192,19 +216,42 @@ class GpuTable:
                         base = prefix + digits[:-k]
                         yield from self._splits(base, float(digits[-k:]), form, depth - 1)
 
-    def resolve_supplier_spelling(self, name: str) -> tuple[GpuFamily, float | None] | None:
-        """Catalog loading: any spelling a supplier uses, with the memory it implies."""
+    def catalog_name(self, name: str) -> CatalogName | None:
+        """Any spelling a supplier's catalog uses, or a user may give ``nodus gpus``: the
+        family, with the memory and form factor it implies; None when unknown."""
         family = self.lookup(name)
         if family is not None:
-            return family, None
+            return CatalogName(family, None, None)
         key = normalize(name)
         hit = self._catalog_extra.get(key) or self.variant(name)
         if hit is not None:
-            return hit.family, hit.memory_gb
+            return CatalogName(hit.family, hit.memory_gb, hit.form_factor)
         smi = self._smi.get(key)
         if smi is not None:
-            return smi, _memory_in(name)
+            return CatalogName(smi, _memory_in(name), None)
         return None
+
+    def resolve_supplier_spelling(self, name: str) -> tuple[GpuFamily, float | None] | None:
+        """Catalog loading: any spelling a supplier uses, with the memory it implies."""
+        found = self.catalog_name(name)
+        return (found.family, found.memory_gb) if found is not None else None
+
+    def only_form_at(self, family: GpuFamily, memory_gb: float, form_factor: str) -> bool:
+        """Whether the table knows ``family`` with ``memory_gb`` in that form factor only
+        (the H100 with 94 GB is the NVL; with 80 GB it is SXM5 or PCIe)."""
+        forms = self._forms.get(family.name, {}).get(memory_gb, set())
+        return forms == {form_factor.upper()}
+
+    @property
+    def clashes(self) -> list[str]:
+        """Spellings the table gives two families (each must name one)."""
+        owner: dict[str, str] = {}
+        found = []
+        for spelling, family in self._spelled:
+            key = normalize(spelling)
+            if owner.setdefault(key, family) != family:
+                found.append(f"{spelling!r}: {owner[key]} vs {family}")
+        return found
 
     def driver_name(self, product: str) -> GpuFamily | None:
         """The family of exactly a product name ``nvidia-smi`` prints (no other reading)."""

@@ -131,10 +131,16 @@ def _free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def read(path: Path, offset: int = 0) -> tuple[list[LogLine], int]:
+#: The most of a damaged line shown in the warning that replaces it.
+DAMAGED_SHOWN = 120
+
+
+def read(path: Path, offset: int = 0, plain: bool = False) -> tuple[list[LogLine], int]:
     """Complete lines from byte ``offset`` on, and the offset after the last complete one.
 
-    A line that is not JSON (a log of an older nodus, or a damaged line) is kept as text.
+    ``plain``: a log of an older nodus, plain text, each line kept as output. In a JSON-lines
+    log a line that is not a JSON object is damaged (a crash or a full disk mid-write): it
+    becomes a ``nodus`` line that says so, with the start of what it holds, never output.
     """
     try:
         with path.open("rb") as handle:
@@ -148,6 +154,9 @@ def read(path: Path, offset: int = 0) -> tuple[list[LogLine], int]:
         if not raw.strip():
             continue
         text = raw.decode("utf-8", "replace")
+        if plain:
+            lines.append(LogLine("", None, None, "stdout", text))
+            continue
         try:
             doc = json.loads(text)
         except ValueError:
@@ -155,7 +164,17 @@ def read(path: Path, offset: int = 0) -> tuple[list[LogLine], int]:
         if isinstance(doc, dict) and "text" in doc:
             lines.append(LogLine.from_json(doc))
         else:
-            lines.append(LogLine("", None, None, "stdout", text))
+            shown = text if len(text) <= DAMAGED_SHOWN else text[: DAMAGED_SHOWN - 1] + "…"
+            lines.append(
+                LogLine(
+                    "",
+                    None,
+                    None,
+                    "nodus",
+                    f"warning: a damaged line of the log {path.name} (not a log entry), "
+                    f"left out of the output: {shown!r}",
+                )
+            )
     return lines, offset + end
 
 

@@ -7,16 +7,18 @@ and their versions are :mod:`~nodus_cli.records.schema`, how a record maps onto 
 :mod:`~nodus_cli.records.rows`. No other module opens the database.
 
 Everything it writes is private to the user: the folder and its sub-folders are 0700,
-the database and the logs 0600 (environment values a workload wrote literally are in
+every file 0600 whatever the umask (environment values a workload wrote literally are in
 the records; values taken from the host never are). The store's own failures become one
 :class:`StoreError` that says what happened and where: the disk is full, the database is
-damaged (and how to set it aside), or the folder is read-only. A read-only folder can
-still be read: :meth:`RunStore.open` falls back to a read-only connection, and logs stay
-readable when the database is damaged.
+damaged (and how to set it aside), or the folder is read-only. A read-only folder, or one
+on a full disk, can still be read: :meth:`RunStore.open` falls back to a read-only
+connection (reading must not need to write), and logs stay readable when the database is
+damaged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -27,7 +29,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, Concatenate, ParamSpec, TypeVar
 
 from nodus_cli import config
 from nodus_cli.errors import NodusError, UsageError
@@ -37,6 +39,7 @@ from nodus_cli.records.model import RunRecord, RunStatus, StageRecord, StageStat
 from nodus_cli.records.process import hostname, process_start
 from nodus_cli.records.queries import SpendRow
 from nodus_cli.records.rows import RUNS, STAGES, TASKS
+from nodus_cli.text import plural
 
 if TYPE_CHECKING:
     from nodus_cli.workload import Workload
@@ -86,21 +89,51 @@ def _sqlite(database: str | Path, uri: bool = True) -> sqlite3.Connection:
     )
 
 
+def _free_bytes(folder: Path) -> int | None:
+    """Bytes free to this user on the disk holding ``folder`` (None: cannot tell)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _disk_full(exc: BaseException, path: Path) -> bool:
+    """Whether ``exc`` is the disk holding ``path`` being full. SQLite says "disk I/O
+    error" when it cannot grow the shared-memory file a WAL database needs to be read
+    (SQLITE_IOERR_SHMSIZE): on a disk with (nearly) no space left, that is the reason."""
+    text = str(exc).lower()
+    if getattr(exc, "errno", None) == errno.ENOSPC or "disk is full" in text or "no space" in text:
+        return True
+    if "disk i/o error" not in text:
+        return False
+    free = _free_bytes(path.parent)
+    return free is not None and free < logs.RESERVE_BYTES
+
+
+def _full(path: Path) -> StoreError:
+    return StoreError(
+        f"no space left on the disk holding the nodus records ({path})",
+        hint="free some space there, or set NODUS_HOME to a folder on another disk",
+    )
+
+
+def _damaged(path: Path, why: str) -> StoreError:
+    return StoreError(
+        f"the run records database {path} is damaged ({why})",
+        hint=f"move it aside to start new records (`mv {path} {path}.damaged`); the logs "
+        f"in {path.parent / 'logs'} stay readable with `nodus logs`",
+    )
+
+
 def _explain(exc: BaseException, path: Path, writing: bool = True) -> StoreError:
     """What went wrong with the state folder, in words, with what to do."""
     text = str(exc).lower()
     number = getattr(exc, "errno", None)
-    if number == errno.ENOSPC or "disk is full" in text or "no space" in text:
-        return StoreError(
-            f"no space left on the disk holding the nodus records ({path})",
-            hint="free some space there, or set NODUS_HOME to a folder on another disk",
-        )
+    if _disk_full(exc, path):
+        return _full(path)
     if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return StoreError(
-            f"the run records database {path} is damaged ({exc})",
-            hint=f"move it aside to start new records (`mv {path} {path}.damaged`); the logs "
-            f"in {path.parent / 'logs'} stay readable with `nodus logs`",
-        )
+        return _damaged(path, str(exc))
     if (
         number in (errno.EROFS, errno.EACCES, errno.EPERM)
         or "readonly" in text
@@ -130,10 +163,13 @@ def _cannot_write(exc: BaseException, root: Path) -> bool:
 class RunStore:
     """The runs, their stages and tasks, in one SQLite database (WAL) under ``root``."""
 
-    def __init__(self, root: Path, read_only: bool = False) -> None:
+    def __init__(self, root: Path, read_only: bool = False, why: StoreError | None = None) -> None:
         self.root = root
         self.db_path = root / "runs.sqlite3"
         self.read_only = read_only
+        #: Why a store that exists is read-only here (None: the folder is read-only), said
+        #: by every write: a full disk is named as such.
+        self.why = why
         self._logs = root / "logs"
         self._work = root / "work"
         self._db: sqlite3.Connection | None = None
@@ -146,9 +182,9 @@ class RunStore:
     def open(cls, root: Path | None = None, create: bool = True) -> RunStore:
         """The store under ``root`` (default NODUS_HOME), ready to read and write.
 
-        When the folder cannot be written, a store that exists is opened read-only (its
-        writers raise :class:`StoreError`); without ``create``, a missing store is an
-        empty read-only one.
+        When the folder cannot be written, or its disk is full, a store that exists is
+        opened read-only (its writers raise :class:`StoreError`, naming the reason);
+        without ``create``, a missing store is an empty read-only one.
         """
         root = root or config.home()
         store = cls(root)
@@ -162,6 +198,8 @@ class RunStore:
             raise
         except (OSError, sqlite3.Error) as exc:
             store.close()
+            if store.db_path.exists() and _disk_full(exc, store.db_path):
+                return cls(root, read_only=True, why=_full(store.db_path))
             if store.db_path.exists() and _cannot_write(exc, root):
                 return cls(root, read_only=True)
             raise _explain(exc, store.db_path) from None
@@ -171,10 +209,31 @@ class RunStore:
         if not self.db_path.exists():
             fd = os.open(self.db_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             os.close(fd)
-        elif self.db_path.stat().st_mode & 0o077 and self.db_path.stat().st_uid == os.getuid():
-            self.db_path.chmod(0o600)
+        else:
+            self._check_not_emptied()
+            if self.db_path.stat().st_mode & 0o077 and self.db_path.stat().st_uid == os.getuid():
+                self.db_path.chmod(0o600)
         with self._connect() as db:
             schema.prepare(db)
+
+    def _check_not_emptied(self) -> None:
+        """A database of zero bytes, with no write-ahead log holding its pages, beside the
+        logs of recorded runs, lost every record (truncated by a crash, a full disk or a
+        careless copy): damaged, not new. Made afresh it would say "no runs recorded yet"
+        and hide the history those logs belong to. (A new database is empty only for the
+        moment between its creation and its first commit, in a folder with no logs.)"""
+        if self.db_path.stat().st_size > 0:
+            return
+        wal = self.db_path.with_name(self.db_path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            return
+        runs = len(self.log_ids())
+        if runs:
+            raise _damaged(
+                self.db_path,
+                f"it is empty (0 bytes), but {self._logs} holds the logs of "
+                f"{plural(runs, 'recorded run')}",
+            )
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -206,6 +265,8 @@ class RunStore:
     def _using(self, writing: bool = False) -> Iterator[sqlite3.Connection]:
         """A connection, with the database's failures explained as :class:`StoreError`."""
         if writing and self.read_only:
+            if self.why is not None:
+                raise StoreError(self.why.message, hint=self.why.hint)
             raise StoreError(
                 f"the nodus records at {self.db_path} are read-only here",
                 hint="set NODUS_HOME to a folder you can write to",
@@ -376,6 +437,17 @@ class RunStore:
         with self._using(writing=True) as db:
             db.execute("UPDATE runs SET cleanup_pending=? WHERE id=?", (int(pending), run_id))
 
+    def forget(self, run_id: str) -> None:
+        """Remove a run that never started anything (refused before its first task ran):
+        its rows, its log and its supervisor's stderr, as if it had never been recorded."""
+        with self._transaction() as db:
+            db.execute("DELETE FROM tasks WHERE run_id=?", (run_id,))
+            db.execute("DELETE FROM stages WHERE run_id=?", (run_id,))
+            db.execute("DELETE FROM runs WHERE id=?", (run_id,))
+        for path in (self._logs / f"{run_id}.jsonl", self.stderr_path(run_id)):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
     def request_stop(self, run_id: str) -> None:
         with self._using(writing=True) as db:
             db.execute("UPDATE runs SET stop_requested=1 WHERE id=?", (run_id,))
@@ -453,7 +525,7 @@ class RunStore:
         if not path.exists():
             legacy = self._logs / f"{run_id}.log"
             if legacy.exists():
-                return logs.read(legacy, offset)
+                return logs.read(legacy, offset, plain=True)
         return logs.read(path, offset)
 
     def log_ids(self) -> list[str]:
@@ -471,6 +543,15 @@ class RunStore:
     def stderr_path(self, run_id: str) -> Path:
         """Where a background supervisor's own stderr goes (a crash's traceback)."""
         return self._logs / f"{run_id}.stderr"
+
+    def stderr_file(self, run_id: str) -> BinaryIO:
+        """:meth:`stderr_path` opened to append, private (0600) as every file here."""
+        path = self.stderr_path(run_id)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise _explain(exc, path) from None
+        return os.fdopen(fd, "ab")
 
     def work_dir(self, run_id: str) -> Path:
         """The run's shared work folder on this machine (its parent is private)."""

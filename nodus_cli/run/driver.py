@@ -180,6 +180,8 @@ class Runner:
                 defer_signals()
                 self._halt = "error"
                 self._stop_running()
+                if isinstance(exc, NodusError) and not self.began:
+                    raise  # refused before anything ran: the launcher leaves nothing of it
                 message = exc.message if isinstance(exc, NodusError) else f"nodus stopped: {exc!r}"
                 code = exc.exit_code if isinstance(exc, NodusError) else 1
                 self.say(f"run failed: {message}")
@@ -227,6 +229,11 @@ class Runner:
             self.money.cost_now(),
             f"cancelled by {by}; the run's tasks were removed",
         )
+
+    @property
+    def began(self) -> bool:
+        """Whether a task of the run began (before that, a refusal leaves nothing)."""
+        return self._is_running
 
     def _end(self, outcome: Outcome) -> Outcome:
         """Release the work folder, remove leftovers, record the outcome."""
@@ -518,7 +525,12 @@ class Runner:
         sampled = [e.gpu_use for e in ends.values() if e.gpu_use and e.gpu_use.available]
         if not sampled:
             return
-        idle = [i for i, e in sorted(ends.items()) if e.gpu_use and e.gpu_use.idle]
+        stopped = TaskState.STOPPED  # stopped by nodus: no time to use them
+        idle = [
+            i
+            for i, e in sorted(ends.items())
+            if e.gpu_use and e.gpu_use.idle and e.state != stopped
+        ]
         if idle:
             shown = _listed(idle)
             self.say(

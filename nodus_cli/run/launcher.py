@@ -14,6 +14,7 @@ so a run whose supervisor died is noticed (:mod:`nodus_cli.run.reconcile`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -24,11 +25,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodus_cli import targets
-from nodus_cli.errors import InvalidInput, NodusError, NotRunnable, OverBudget
+from nodus_cli.errors import (
+    EXIT_BUDGET,
+    EXIT_NOT_RUNNABLE,
+    InvalidInput,
+    NodusError,
+    NotRunnable,
+    OverBudget,
+)
 from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runtime_lookup
 from nodus_cli.run.budget import Allowance
 from nodus_cli.run.driver import Outcome, Runner
 from nodus_cli.run.sink import Sink
+from nodus_cli.targets.base import TargetFailure
 from nodus_cli.workload import Workload, from_json
 
 if TYPE_CHECKING:
@@ -77,22 +86,17 @@ def host_values(workload: Workload, host: Mapping[str, str]) -> dict[str, str]:
 
 def resolved_env(workload: Workload, host: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """Each stage's env with templates resolved; every missing variable in one error."""
-    from nodus_cli.workload.environment import MissingVariables, resolve
+    from nodus_cli.workload.environment import MissingEnvironment, MissingVariables, resolve
 
     found: dict[str, dict[str, str]] = {}
-    missing: list[str] = []
+    missing: list[tuple[str, str]] = []
     for stage in workload.stages:
         try:
             found[stage.name] = resolve(stage.env, host)
         except MissingVariables as exc:
-            missing.extend(line.strip() for line in str(exc).splitlines() if line.strip())
+            missing.extend(exc.missing)
     if missing:
-        raise InvalidInput(
-            "the workload takes values from this environment that are not set:\n  "
-            + "\n  ".join(dict.fromkeys(missing)),
-            hint="export them before running (they are never stored), or give a default: "
-            "${NAME:-default}",
-        )
+        raise MissingEnvironment(missing)
     return found
 
 
@@ -149,7 +153,13 @@ def execute(
     sink: Sink | None = None,
     record: RunRecord | None = None,
 ) -> tuple[RunRecord, Outcome]:
-    """Record the run (unless it is already) and drive it in this process."""
+    """Record the run (unless it is already) and drive it in this process.
+
+    A run refused before its first task ran (its GPUs taken meanwhile, with ``--no-wait``;
+    the engine refusing its container) leaves nothing: no container, no work folder, and,
+    when it was recorded here, no record; the error says why, once. A background
+    supervisor (``record`` given) records the refusal for its submitter instead."""
+    made_here = record is None
     if record is None:
         record = store.create_run(
             launch.workload, launch.target.name, launch.preparation.price_per_hour, launch.file
@@ -171,8 +181,24 @@ def execute(
     )
     try:
         return record, runner.execute()
+    except NodusError:
+        if not runner.began:
+            _leave_nothing(launch.target, record)
+            if made_here:
+                with contextlib.suppress(NodusError):
+                    store.forget(record.id)
+        raise
     finally:
         launch.target.close()
+
+
+def _leave_nothing(target: Target, record: RunRecord) -> None:
+    """Remove what a run refused before its first task ran may have made: a container
+    withdrawn half-way, its (empty) work folder."""
+    with contextlib.suppress(TargetFailure, NodusError, OSError):
+        target.cleanup(record.id)
+    with contextlib.suppress(TargetFailure, NodusError, OSError):
+        target.release(record, True, None)
 
 
 def submit(
@@ -192,7 +218,7 @@ def submit(
     args = [sys.executable, "-m", "nodus_cli", "_exec", record.id, "--retries", str(retries)]
     if catalog:
         args += ["--catalog", catalog]
-    with open(store.stderr_path(record.id), "ab") as errors:
+    with store.stderr_file(record.id) as errors:
         child = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
@@ -208,7 +234,11 @@ def submit(
 
 
 def _handshake(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> RunRecord:
-    """Wait until the first task holds its place, the run ended, or the child died."""
+    """Wait until the first task holds its place, the run ended, or the child died.
+
+    When the supervisor's own checks refused the run (what was free at submission is
+    taken now), the refusal is raised here, with its words, hint and exit code, as a
+    foreground run gives it, and the run leaves no record."""
     deadline = time.monotonic() + HANDSHAKE_SECONDS
     delay = 0.02
     while True:
@@ -221,6 +251,13 @@ def _handshake(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> 
             or current.status == RunStatus.QUEUED
         )
         if not current.status.active or placed:
+            refusal = _refusal(store, current)
+            if refusal is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=10)  # it has recorded all it will
+                with contextlib.suppress(NodusError):
+                    store.forget(run_id)
+                raise refusal
             return current
         if child.poll() is not None:
             time.sleep(0.05)
@@ -242,6 +279,35 @@ def _handshake(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> 
         delay = min(delay * 1.5, 0.2)
 
 
+#: How a background supervisor's refusal is written in the run's log, for its submitter.
+_ERROR, _HINT = "error: ", "hint: "
+_REFUSALS: dict[int, type[NodusError]] = {
+    EXIT_NOT_RUNNABLE: NotRunnable,
+    EXIT_BUDGET: OverBudget,
+}
+
+
+def _refusal(store: RunStore, record: RunRecord) -> NodusError | None:
+    """The refusal a background supervisor recorded for a run that never started (its
+    message and exit code in the record, the same words and the hint in its log), or
+    None when the run started, or ended otherwise."""
+    if record.status.active or not record.message or record.exit_code is None:
+        return None
+    if any(s.started_at is not None for s in record.stages):
+        return None
+    try:
+        lines, _ = store.read_log(record.id)
+    except OSError:
+        return None
+    said = [line.text for line in lines if line.stream == "nodus"]
+    if _ERROR + record.message not in said:
+        return None
+    after = said[said.index(_ERROR + record.message) + 1 :]
+    hint = after[0][len(_HINT) :] if after and after[0].startswith(_HINT) else None
+    kind = _REFUSALS.get(record.exit_code, InvalidInput)
+    return kind(record.message, exit_code=record.exit_code, hint=hint)
+
+
 def supervise(run_id: str, retries: int, catalog: str | None) -> int:
     """The background half of a submission: prepare again, then run to completion."""
     store = RunStore.open()
@@ -261,7 +327,9 @@ def supervise(run_id: str, retries: int, catalog: str | None) -> int:
         current = store.get(run_id)
         if current.status.active:
             log = store.log_writer(run_id)
-            log.write(None, None, "nodus", f"error: {exc.message}")
+            log.write(None, None, "nodus", _ERROR + exc.message)
+            if exc.hint:
+                log.write(None, None, "nodus", _HINT + exc.hint)
             log.close()
             status = RunStatus.BUDGET_EXHAUSTED if isinstance(exc, OverBudget) else RunStatus.FAILED
             store.finish_run(run_id, status, exc.exit_code, current.cost, exc.message)

@@ -47,6 +47,8 @@ class StopResult:
     result: Stopped
     status: RunStatus
     message: str
+    #: What could not be recorded (a full disk): the run was stopped all the same.
+    unrecorded: str | None = None
 
 
 def supervised(record: RunRecord) -> bool:
@@ -76,6 +78,11 @@ def _age(record: RunRecord) -> float:
 def reconcile(store: RunStore, catalog: str | None = None) -> list[str]:
     """Record runs whose supervisor died, and finish pending clean-ups; what was done."""
     if store.read_only:
+        if store.why is not None:  # a full disk: say so where the records are read
+            return [
+                f"warning: {store.why.message}: what is recorded is shown, but nothing "
+                "new can be recorded until there is space"
+            ]
         return []
     try:
         active = store.active()
@@ -165,7 +172,10 @@ def _release(store: RunStore, record: RunRecord, catalog: str | None) -> dict[st
 def stop(store: RunStore, run_id: str, catalog: str | None = None) -> StopResult:
     """Stop a run (``nodus stop``): STOPPED when it was running, NOT_RUNNING otherwise.
 
-    An unknown id raises :class:`~nodus_cli.errors.UsageError`.
+    The run is stopped first and recorded afterwards: when the records cannot be written
+    (a full disk), its supervisor is signalled all the same, what it left is removed, and
+    the result says what could not be recorded. An unknown id raises
+    :class:`~nodus_cli.errors.UsageError`.
     """
     record = store.get(run_id)
     if not record.status.active:
@@ -175,16 +185,16 @@ def stop(store: RunStore, run_id: str, catalog: str | None = None) -> StopResult
             record.status,
             f"run {record.id} is not running: it ended {record.status}",
         )
-    store.request_stop(record.id)
-    if (
-        supervised(record)
-        and record.pid is not None
-        and record.host in (None, hostname())
-        and not _in_a_thread(record)
-    ):
+    unrecorded: StoreError | None = None
+    try:
+        store.request_stop(record.id)
+    except StoreError as exc:
+        unrecorded = exc  # a supervisor no signal reaches is stopped from here below
+    here = record.host in (None, hostname())
+    if supervised(record) and record.pid is not None and here and not _in_a_thread(record):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(record.pid, signal.SIGTERM)
-    if supervised(record):
+    if supervised(record) and (unrecorded is None or here):
         deadline = time.monotonic() + STOP_WAIT_SECONDS
         while time.monotonic() < deadline:
             current = store.get(record.id)
@@ -198,7 +208,7 @@ def stop(store: RunStore, run_id: str, catalog: str | None = None) -> StopResult
             if not supervised(current):
                 break
             time.sleep(0.1)
-    # Nobody (left) to stop it: stop it here.
+    # Nobody (left) to stop it, or its supervisor could not record its end: stop it here.
     removed, pending = _remove(store, record, catalog)
     removed += _call_folders(store, record)
     work = _release(store, record, catalog)
@@ -208,6 +218,22 @@ def stop(store: RunStore, run_id: str, catalog: str | None = None) -> StopResult
     if pending:
         message += f"; not yet removed: {pending} (a later nodus command retries)"
     cost = sum(s.cost for s in record.stages) or record.cost
-    store.finish_run(record.id, RunStatus.CANCELLED, 143, cost, message, output=work)
-    store.set_cleanup_pending(record.id, bool(pending))
-    return StopResult(record.id, Stopped.STOPPED, RunStatus.CANCELLED, f"run {record.id} {message}")
+    try:
+        store.finish_run(record.id, RunStatus.CANCELLED, 143, cost, message, output=work)
+        store.set_cleanup_pending(record.id, bool(pending))
+    except StoreError as exc:
+        unrecorded = exc
+    else:
+        unrecorded = None
+    text = f"run {record.id} {message}"
+    if unrecorded is None:
+        return StopResult(record.id, Stopped.STOPPED, RunStatus.CANCELLED, text)
+    said = f"{unrecorded.message} ({unrecorded.hint})" if unrecorded.hint else unrecorded.message
+    return StopResult(
+        record.id,
+        Stopped.STOPPED,
+        RunStatus.CANCELLED,
+        text,
+        unrecorded=f"it was stopped, but that could not be recorded: {said}; the records say "
+        f"{record.status} until there is space, then the next nodus command records it failed",
+    )

@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from nodus_cli.errors import InvalidInput
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 #: ``$NAME`` after an even run of ``$`` (``$$`` is a literal ``$``).
@@ -47,11 +49,37 @@ class MissingVariables(ValueError):
         super().__init__("; ".join(missing_message(key, name) for key, name in missing))
 
 
-def missing_message(key: str, name: str) -> str:
-    return (
-        f"env.{key} takes ${{{name}}} from the environment, which is not set: export {name} "
-        f"before running, or write ${{{name}:-default}}"
-    )
+class MissingEnvironment(InvalidInput):
+    """A run cannot start: the host environment lacks variables its workload takes, every
+    ``(env key, variable name)`` of ``missing`` named in the message, with how to give
+    them. :meth:`recorded` words it for a recorded run (``nodus rerun``), which has no file
+    to write a default in."""
+
+    def __init__(self, missing: list[tuple[str, str]], rerun: str | None = None) -> None:
+        self.missing = list(dict.fromkeys(missing))
+        lines = [missing_message(key, name, editable=rerun is None) for key, name in self.missing]
+        if rerun is None:
+            hint = "export them before running (they are never stored), or give a default: "
+            hint += "${NAME:-default}"
+        else:
+            hint = (
+                f"export them, then `nodus rerun {rerun}` again: a recorded run takes them "
+                "from the environment it runs in (their values are never stored)"
+            )
+        super().__init__(
+            "the workload takes values from this environment that are not set:\n  "
+            + "\n  ".join(lines),
+            hint=hint,
+        )
+
+    def recorded(self, run_id: str) -> MissingEnvironment:
+        """The same refusal for a run again of recorded run ``run_id``."""
+        return MissingEnvironment(self.missing, rerun=run_id)
+
+
+def missing_message(key: str, name: str, editable: bool = True) -> str:
+    text = f"env.{key} takes ${{{name}}} from the environment, which is not set: export {name}"
+    return text + (f" before running, or write ${{{name}:-default}}" if editable else "")
 
 
 def parse(value: str) -> Parts:

@@ -18,22 +18,38 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from nodus_cli.errors import Problem, Severity
-from nodus_cli.text import plural, safe
+from nodus_cli.text import bounded, middle, plural, safe
 from nodus_cli.workload.hints import MAX_NAME
 from nodus_cli.workload.tomlsource import Key, LineIndex, display_key
 
-__all__ = ["MAX_PROBLEMS", "Report", "clip", "toml"]
+__all__ = ["MAX_LOC", "MAX_PROBLEMS", "MAX_QUOTED", "Report", "clip", "toml"]
 
 #: A document reports at most this many errors, and as many warnings; the rest are counted
 #: in one last problem.
 MAX_PROBLEMS = 1000
 
 _T = TypeVar("_T")
+
+#: The longest key path a problem names (a 1 MB key is shown by its start and its end).
+MAX_LOC = 120
+#: A quoted value longer than this, wherever a message echoes it, is clipped: whatever
+#: the file holds, a message stays a readable line (rules clip what they echo to
+#: :data:`~nodus_cli.workload.hints.MAX_NAME`; this catches any they do not).
+MAX_QUOTED = 2 * MAX_NAME
+#: Every quoted run, paired from the start (a pattern for long runs only would pair the
+#: closing quote of one value with the opening quote of the next, clipping the prose).
+_QUOTED = re.compile(r'"([^"\n]*)"')
+
+
+def _clip_quoted(match: re.Match[str]) -> str:
+    inside = match.group(1)
+    return match.group(0) if len(inside) <= MAX_QUOTED else '"' + clip(inside, MAX_NAME) + '"'
 
 
 class Report:
@@ -70,8 +86,11 @@ class Report:
             self.hidden[severity] += 1
             return
         self.shown[severity] += 1
-        loc = safe(display_key(key), newlines=False)
-        self.problems.append(Problem(loc, safe(message, newlines=False), severity, self.line(key)))
+        loc = safe(middle(display_key(key), MAX_LOC), newlines=False)
+        if len(message) > MAX_QUOTED:  # the common case is short: nothing to clip
+            message = bounded(_QUOTED.sub(_clip_quoted, message))
+        text = safe(message, newlines=False)
+        self.problems.append(Problem(loc, text, severity, self.line(key)))
 
     def line(self, key: Key) -> int | None:
         return self.lines.line_of(key) if self.lines is not None else None
@@ -111,27 +130,22 @@ class Report:
     def ordered(self) -> list[Problem]:
         """The problems by line (those without one last), then the count of those left out."""
         problems = sorted(self.problems, key=lambda p: (p.line is None, p.line or 0))
-        left_out = self._left_out()
-        if left_out is not None:
-            problems.append(left_out)
-        return problems
+        return problems + self._left_out()
 
-    def _left_out(self) -> Problem | None:
-        """The problems past :data:`MAX_PROBLEMS`, counted in one problem."""
-        errors, warnings = self.hidden["error"], self.hidden["warning"]
-        if not errors and not warnings:
-            return None
-        counts = " and ".join(
-            plural(n, f"more {word}", grouped=True)
-            for n, word in ((errors, "error"), (warnings, "warning"))
-            if n
+    def _left_out(self) -> list[Problem]:
+        """The problems past :data:`MAX_PROBLEMS`, counted in one problem per severity
+        (its ``count`` says how many it stands for, so a summary agrees with it)."""
+        found: list[Problem] = []
+        why = (
+            f"nodus reports the first {MAX_PROBLEMS:,} errors and {MAX_PROBLEMS:,} warnings "
+            "of a file; fix these and validate again"
         )
-        return Problem(
-            "",
-            f"{counts} not shown: nodus reports the first {MAX_PROBLEMS:,} errors and "
-            f"{MAX_PROBLEMS:,} warnings of a file; fix these and validate again",
-            "error" if errors else "warning",
-        )
+        for severity in ("error", "warning"):
+            hidden = self.hidden[severity]
+            if hidden:
+                counted = plural(hidden, f"more {severity}", grouped=True)
+                found.append(Problem("", f"{counted} not shown: {why}", severity, count=hidden))
+        return found
 
 
 def toml(value: Any, quoted: bool = False) -> str:

@@ -105,6 +105,9 @@ def parse(text: str) -> dict[str, Any]:
     too_deep = check_depth(text)
     if too_deep is not None:
         raise LoadFailure(too_deep)
+    control = _CONTROL.search(text)
+    if control is not None:
+        raise LoadFailure(_control_problem(text, control.start()))
     try:
         with collector.paused():
             return tomllib.loads(text)
@@ -114,6 +117,26 @@ def parse(text: str) -> dict[str, Any]:
         # Nesting deeper than Python can follow, or an integer with too many digits.
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise LoadFailure(Problem("", f"TOML syntax error: {reason}")) from None
+
+
+#: What TOML never allows, in a string or anywhere else: control characters but tab,
+#: newline and a carriage return (checked by tomllib where it stands).
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _control_problem(text: str, at: int) -> Problem:
+    """A NUL byte or another control character, named as such (tomllib's words for it
+    depend on where it stands: "expected newline" after a value)."""
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    char = text[at]
+    what = "a NUL byte (\\0)" if char == "\0" else f"a control character (U+{ord(char):04X})"
+    return Problem(
+        "",
+        f"TOML syntax error: column {column}: {what}, which TOML text never holds: is this a "
+        "binary file, or was it damaged? Remove it",
+        line=line,
+    )
 
 
 def _syntax_problem(text: str, message: str) -> Problem:

@@ -249,3 +249,32 @@ def test_catalog_shows_a_user_catalog(tmp_path: Path) -> None:
     assert doc["path"] == cat and doc["chosen_by"] == "NODUS_CATALOG"
     done = nodus(tmp_path, "catalog", NODUS_CATALOG=cat)
     assert cat in done.stdout and "user catalog" in done.stdout
+
+
+# -- names: the table catalog imports read, variants refused or narrowed (issue 18) ---------
+
+
+def test_gpus_takes_every_name_a_catalog_import_takes(tmp_path: Path) -> None:
+    """RTX6000 (Lambda's gpu_1x_rtx6000) is the Quadro RTX 6000 24 GB in both."""
+    doc = gpus_json(tmp_path, "RTX6000")
+    assert [g["name"] for g in doc["gpus"]] == ["Quadro RTX 6000"]
+    assert ("lambda", "gpu_1x_rtx6000") in {(o["supplier"], o["machine_id"]) for o in doc["offers"]}
+    assert {o["gpu_memory_gb"] for o in doc["offers"]} == {24.0}
+
+
+@pytest.mark.parametrize("name", ["H100-MEGA", "H100-SXM", "NVIDIA H100 80GB HBM3", "A100 SXM4"])
+def test_gpus_refuses_a_variant_it_cannot_tell_apart(tmp_path: Path, name: str) -> None:
+    done = nodus(tmp_path, "gpus", name, "--catalog", market(tmp_path))
+    assert done.returncode == 2, done.stdout
+    family = "H100" if "H100" in name else "A100"
+    assert f"names a variant of the {family}" in done.stderr
+    assert "apart by memory only" in done.stderr
+    assert f"hint: `nodus gpus {family}` lists every {family} offer" in done.stderr
+    assert done.stdout == ""
+
+
+def test_gpus_narrows_a_variant_its_memory_names(tmp_path: Path) -> None:
+    rows = MARKET + "vast,1x-H100_NVL-32-65536,H100-NVL,1,94,32,64,US,2.08,,x86_64\n"
+    doc = gpus_json(tmp_path, "H100 NVL", "--catalog", market(tmp_path, rows))
+    assert doc["variant_memory_gb"] == 94.0
+    assert [o["machine_id"] for o in doc["offers"]] == ["1x-H100_NVL-32-65536"]

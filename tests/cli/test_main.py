@@ -92,3 +92,34 @@ def test_validate_loads_no_heavy_module(files: tuple[str, str]) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["logs", "{big}"],
+        ["stop", "{big}"],
+        ["gpus", "{big}"],
+        ["gpus", "--supplier", "{big}"],
+        ["run", "--wait-timeout", "{big}", "{file}"],
+        ["run", "--env", "{big}", "{file}"],
+    ],
+)
+def test_an_echoed_argument_is_clipped_whatever_its_size(
+    tmp_path: Path, files: tuple[str, str], args: list[str]
+) -> None:
+    big = "Z" * 100_000 + "END"
+    given = [a.format(big=big, file=files[0]) for a in args]
+    env = {"NODUS_HOME": str(tmp_path / "home"), "NO_COLOR": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "nodus_cli", *given],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    out = done.stdout + done.stderr
+    assert len(out) < 2000, (args, len(out), out[:300])  # each was 100,000 bytes and more
+    assert "Z" * 130 + "…" + "Z" * 63 + "END" in out  # its start and its end, clipped between
+    assert "Traceback" not in out

@@ -509,6 +509,23 @@ def test_missing_and_invalid_workload_files(tmp_path: Path) -> None:
     assert "gpu_count" in done.stderr
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+@pytest.mark.parametrize("command", [["plan"], ["run"], ["run", "--dry-run"]])
+def test_a_named_pipe_is_not_a_regular_file_as_validate_says(
+    tmp_path: Path, command: list[str]
+) -> None:
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    done = nodus(tmp_path, *command, str(fifo))  # never opened: a pipe could block forever
+    assert_no_traceback(done)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"error: {fifo} is not a regular file (a named pipe): name a workload file (*.toml)"
+    )
+    assert "no such file" not in done.stderr
+    assert "is not a regular file" in nodus(tmp_path, "validate", str(fifo)).stdout
+
+
 def test_a_machine_id_in_the_gpu_field_says_what_it_carries(tmp_path: Path) -> None:
     wf = workload_file(tmp_path, 'gpu = "p4d.24xlarge"')
     done = nodus(tmp_path, "plan", wf)

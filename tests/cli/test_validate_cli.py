@@ -248,6 +248,51 @@ def test_text_output_for_broken_files(nodus: Nodus, tmp_workload: Writer) -> Non
     assert "Traceback" not in done.stdout + done.stderr
 
 
+def test_an_echoed_key_or_value_is_clipped_whatever_its_size(
+    nodus: Nodus, tmp_workload: Writer
+) -> None:
+    key = "k" * 600_000 + "END"  # a 1 MiB file at most
+    value = "v" * 200_000
+    path = tmp_workload(
+        f'{key} = 1\nimage = "i"\ncommand = "c"\noptimization = "{value}"\n'
+        f'[map]\nover = "{value}"\n',
+        "huge.toml",
+    )
+    for args in (("validate",), ("validate", "--json"), ("plan",)):
+        done = nodus(*args, path)
+        assert done.returncode == 1, done.stderr
+        out = done.stdout + done.stderr
+        assert len(out) < 3000, (args, len(out))  # was 1,000,283 bytes for the key alone
+    lines = nodus("validate", path).stdout.splitlines()
+    assert lines[0].startswith(f"{path}:1: error: {'k' * 79}…{'k' * 37}END: unknown key")
+    assert lines[1].startswith(f'{path}:4: error: optimization: "{"v" * 61}..." is not an accepted')
+    assert lines[2].startswith(f'{path}:6: error: map.over: cannot read "{"v" * 61}..." (')
+
+
+def test_a_nul_byte_is_named_as_such(nodus: Nodus, tmp_workload: Writer) -> None:
+    path = tmp_workload(b'image = "i"\x00\ncommand = "c"\n', "nul.toml")
+    done = nodus("validate", path)
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0] == (
+        f"{path}:1: error: TOML syntax error: column 12: a NUL byte (\\0), which TOML text "
+        "never holds: is this a binary file, or was it damaged? Remove it"
+    )
+    assert "expected newline" not in done.stdout
+
+
+def test_the_summary_counts_what_the_more_line_leaves_out(
+    nodus: Nodus, tmp_workload: Writer
+) -> None:
+    path = tmp_workload(
+        'image = "i"\n' + "".join(f"unknown_{i} = 1\n" for i in range(5000)), "many.toml"
+    )
+    lines = nodus("validate", path).stdout.splitlines()
+    assert lines[-2].startswith(f"{path}: error: 4,000 more errors not shown: ")
+    assert lines[-1] == "1 file: 0 valid, 1 invalid (5,000 errors, 0 warnings)"
+    planned = nodus("plan", path)
+    assert f"{path} is not a valid workload (5,000 problems):" in planned.stderr
+
+
 def test_no_colour_without_a_terminal_and_with_no_color(nodus: Nodus, tmp_workload: Writer) -> None:
     bad = tmp_workload(BAD)
     plain = nodus("validate", bad, env={"NO_COLOR": None, "FORCE_COLOR": None})

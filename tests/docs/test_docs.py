@@ -41,6 +41,33 @@ def test_every_api_example_runs(code: str, tmp_path: Path, python_images: None) 
         check=False,
     )
     assert done.returncode == 0, f"{code}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    shown = printed(code)
+    if shown:  # an example that ends with what it prints says it in order
+        lines = done.stdout.splitlines()
+        assert len(lines) == len(shown), (shown, lines)
+        for want, got in zip(shown, lines, strict=True):
+            assert said(want, got), (want, got)
+
+
+def printed(code: str) -> list[str]:
+    """The ``# ...`` lines that end an example: what it prints, one line each."""
+    tail: list[str] = []
+    for line in reversed(code.rstrip("\n").split("\n")):
+        if not line.startswith("# "):
+            break
+        tail.insert(0, line[2:])
+    return tail
+
+
+def said(want: str, got: str) -> bool:
+    """Whether ``got`` holds the pieces of ``want`` in order ("..." stands for the rest)."""
+    at = 0
+    for piece in (p.strip() for p in want.split("...")):
+        found = got.find(piece, at)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return True
 
 
 def _environment(tmp_path: Path) -> dict[str, str]:

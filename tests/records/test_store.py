@@ -123,6 +123,36 @@ def test_the_state_folder_is_private(tmp_path: Path) -> None:
     assert mode(home / "logs" / f"{rec.id}.jsonl") == 0o600
 
 
+def test_a_background_supervisors_stderr_file_is_private(tmp_path: Path) -> None:
+    store = RunStore.open(tmp_path / "home")
+    umask = os.umask(0o022)  # what a user's shell usually has
+    try:
+        with store.stderr_file("20250101-000000-abcdef") as handle:
+            handle.write(b"a traceback\n")
+    finally:
+        os.umask(umask)
+    path = store.stderr_path("20250101-000000-abcdef")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_bytes() == b"a traceback\n"
+
+
+def test_a_run_that_never_started_is_forgotten_with_its_files(tmp_path: Path) -> None:
+    store = RunStore.open(tmp_path / "home")
+    kept = store.create_run(make_workload(), "local", 0.0, None)
+    gone = store.create_run(make_workload(), "local", 0.0, None)
+    log = store.log_writer(gone.id)
+    log.write(None, None, "nodus", "error: refused")
+    log.close()
+    store.stderr_file(gone.id).close()
+    store.forget(gone.id)
+    assert [r.id for r in store.list_runs()] == [kept.id]
+    assert store.log_ids() == []
+    assert not store.stderr_path(gone.id).exists()
+    with sqlite3.connect(store.db_path) as db:
+        left = db.execute("SELECT count(*) FROM stages WHERE run_id=?", (gone.id,)).fetchone()
+    assert left == (0,)
+
+
 def test_an_existing_open_state_folder_is_made_private(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o755)
@@ -200,6 +230,37 @@ def test_a_damaged_database_is_named_with_how_to_set_it_aside(tmp_path: Path) ->
     assert "writable folder" not in caught.value.hint
 
 
+def test_an_emptied_database_beside_run_logs_is_damaged_not_new(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store = RunStore.open(home)
+    rec = store.create_run(make_workload(), "local", 0.0, None)
+    log = store.log_writer(rec.id)
+    log.write("main", None, "stdout", "kept")
+    log.close()
+    store.close()
+    for extra in ("-wal", "-shm"):
+        (home / f"runs.sqlite3{extra}").unlink(missing_ok=True)
+    (home / "runs.sqlite3").write_bytes(b"")
+    with pytest.raises(StoreError) as caught:
+        RunStore.open(home)
+    db = home / "runs.sqlite3"
+    assert caught.value.message == (
+        f"the run records database {db} is damaged (it is empty (0 bytes), but "
+        f"{home / 'logs'} holds the logs of 1 recorded run)"
+    )
+    assert caught.value.hint is not None and f"mv {db} {db}.damaged" in caught.value.hint
+    with pytest.raises(StoreError, match="is damaged"):
+        RunStore.open(home, create=False)  # read-only paths see it too
+    assert db.stat().st_size == 0  # nothing was made over it
+
+
+def test_an_empty_database_in_a_folder_without_logs_is_new(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "runs.sqlite3").write_bytes(b"")  # the moment between creation and first commit
+    assert RunStore.open(home).list_runs() == []
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
 def test_a_read_only_home_still_lists_its_runs(tmp_path: Path) -> None:
     home = tmp_path / "home"
@@ -222,6 +283,23 @@ def test_a_full_disk_is_named_as_such() -> None:
     error = _explain(sqlite3.OperationalError("database or disk is full"), Path("/h/runs.sqlite3"))
     assert error.message == "no space left on the disk holding the nodus records (/h/runs.sqlite3)"
     assert error.hint is not None and "free some space" in error.hint
+
+
+def test_a_disk_io_error_on_a_full_disk_names_the_disk_as_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite cannot grow a WAL database's shared-memory file on a full disk: it says "disk
+    # I/O error" (SQLITE_IOERR_SHMSIZE). The free space tells which it is.
+    from nodus_cli.records import store as module
+
+    path = tmp_path / "runs.sqlite3"
+    error = sqlite3.OperationalError("disk I/O error")
+    monkeypatch.setattr(module, "_free_bytes", lambda folder: 0)
+    assert module._explain(error, path).message == (
+        f"no space left on the disk holding the nodus records ({path})"
+    )
+    monkeypatch.setattr(module, "_free_bytes", lambda folder: 10 * 1024**3)
+    assert "disk I/O error" in module._explain(error, path).message
 
 
 @pytest.fixture

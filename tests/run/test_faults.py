@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import threading
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 import pytest
 from docker_support import (  # noqa: F401 - fixtures
+    _HOMES,
     Nodus,
     docker_client,
     engine_clean,
@@ -105,6 +107,65 @@ def test_a_killed_detached_supervisor_is_noticed(nodus_env: Nodus, docker_client
     assert run["status"] == "failed" and "killed, or it crashed" in run["message"]
     assert containers(docker_client, "killed-detached") == []
     assert nodus_env.run("stop", run_id).returncode == 1  # not running any more
+
+
+# -- across state folders: the GPUs are the engine's ----------------------------------------
+
+EIGHT_H100 = 'gpu = "H100"\ngpu_count = 8\n'
+
+
+def test_an_orphan_of_another_home_does_not_block_this_homes_run(
+    nodus_env: Nodus, docker_client: Any
+) -> None:
+    home_b = nodus_env.root / "home-b"
+    _HOMES.append(home_b)
+    path = nodus_env.write(workload("orphan-a", "echo up; sleep 60", EIGHT_H100), "a.toml")
+    started = nodus_env.run("run", "--detach", path, gpus="h100x8")  # home A
+    assert started.returncode == 0, started.stderr
+    run_a = started.stdout.strip()
+    wait_for(lambda: containers(docker_client, "orphan-a"), what="the container")
+    os.kill(supervisor(nodus_env, run_a), signal.SIGKILL)  # it holds all eight GPUs
+    other = nodus_env.write(workload("orphan-b", "echo ran", EIGHT_H100), "b.toml")
+    done = nodus_env.run("run", "--no-wait", other, gpus="h100x8", NODUS_HOME=str(home_b))
+    assert done.returncode == 0, done.stderr  # the dead holder was reclaimed from home B
+    assert "main | ran" in done.stdout
+    assert containers(docker_client, "orphan-a") == []
+    (run,) = nodus_env.runs()  # home A notices its run ended without its supervisor
+    assert run["id"] == run_a and run["status"] == "failed"
+
+
+def test_a_living_holder_of_another_home_is_named_with_its_home(
+    nodus_env: Nodus, docker_client: Any
+) -> None:
+    home_b = nodus_env.root / "home-b"
+    _HOMES.append(home_b)
+    path = nodus_env.write(workload("holder-a", "echo up; sleep 60", EIGHT_H100), "a.toml")
+    started = nodus_env.run("run", "--detach", path, gpus="h100x8")
+    assert started.returncode == 0, started.stderr
+    run_a = started.stdout.strip()
+    held = f"held by run {run_a} of NODUS_HOME {nodus_env.home} (since"
+    other = nodus_env.write(workload("waiter-b", "echo ran", EIGHT_H100), "b.toml")
+    try:
+        refused = nodus_env.run("run", "--no-wait", other, gpus="h100x8", NODUS_HOME=str(home_b))
+        assert refused.returncode == 3 and held in refused.stderr, refused.stderr
+        assert f"NODUS_HOME={nodus_env.home} nodus stop {run_a}" in refused.stderr
+        waiting = nodus_env.popen("run", other, gpus="h100x8", NODUS_HOME=str(home_b))
+
+        def queued() -> list[dict[str, Any]]:
+            listed = nodus_env.run("runs", "--json", NODUS_HOME=str(home_b))
+            found: list[dict[str, Any]] = json.loads(listed.stdout)["runs"] if listed.stdout else []
+            return [r for r in found if "queued" in (r["stages"][0]["message"] or "")]
+
+        wait_for(queued, what="the run in home B queued")
+        (run_b,) = queued()
+        assert held in run_b["stages"][0]["message"]
+        shown = nodus_env.run("runs", run_b["id"], NODUS_HOME=str(home_b))
+        assert held in shown.stdout.replace("\n  ", " "), shown.stdout
+    finally:
+        assert nodus_env.run("stop", run_a).returncode == 0
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    assert "main | ran" in out
 
 
 # -- the engine connection lost ------------------------------------------------------------
@@ -270,6 +331,50 @@ def test_a_damaged_database_is_named_and_logs_stay_readable(nodus_env: Nodus) ->
     assert "Traceback" not in again.stderr
 
 
+def test_every_file_under_the_state_folder_is_private(nodus_env: Nodus) -> None:
+    umask = os.umask(0o022)  # what a user's shell usually has
+    try:
+        detached = nodus_env.write(workload("private-bg", "echo bg"), "bg.toml")
+        started = nodus_env.run("run", "--detach", detached)
+        assert started.returncode == 0, started.stderr
+        nodus_env.wait_done(started.stdout.strip())
+        failing = nodus_env.write(workload("private-fg", "echo fg; exit 3"), "fg.toml")
+        assert nodus_env.run("run", failing).returncode == 3  # its work folder is kept
+    finally:
+        os.umask(umask)
+    seen = {p.relative_to(nodus_env.home).as_posix(): p.lstat() for p in nodus_env.home.rglob("*")}
+    assert any(name.endswith(".stderr") for name in seen)  # the background supervisor's
+    assert any(name.startswith("work/") for name in seen)
+    wrong = {
+        name: oct(st.st_mode & 0o777)
+        for name, st in seen.items()
+        if st.st_mode & 0o777 != (0o700 if stat.S_ISDIR(st.st_mode) else 0o600)
+    }
+    assert wrong == {}
+
+
+def test_an_emptied_database_is_damaged_not_an_empty_history(nodus_env: Nodus) -> None:
+    path = nodus_env.write(workload("before-emptied", "echo kept-line"))
+    assert nodus_env.run("run", path).returncode == 0
+    run_id = nodus_env.runs()[0]["id"]
+    db = nodus_env.home / "runs.sqlite3"
+    for extra in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            (nodus_env.home / f"runs.sqlite3{extra}").unlink()
+    db.write_bytes(b"")  # truncated: a crash mid-copy, a full disk, `> runs.sqlite3`
+    runs = nodus_env.run("runs")
+    assert runs.returncode == 1 and "no runs recorded yet" not in runs.stdout
+    assert f"the run records database {db} is damaged (it is empty (0 bytes)" in runs.stderr
+    assert "holds the logs of 1 recorded run" in runs.stderr
+    assert f"mv {db} {db}.damaged" in runs.stderr
+    logs = nodus_env.run("logs", run_id)
+    assert logs.returncode == 0 and "main | kept-line" in logs.stdout
+    assert "showing the log file alone" in logs.stderr
+    again = nodus_env.run("run", path)
+    assert again.returncode == 1 and "is damaged" in again.stderr
+    assert db.stat().st_size == 0  # nothing recorded over what is left of the history
+
+
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
     mount = tmp_path / "tmpfs"
@@ -320,3 +425,58 @@ def test_a_read_only_state_folder_still_lists_runs(nodus_env: Nodus, tmpfs: Path
     refused = nodus_env.run("run", path, NODUS_HOME=str(home))
     assert refused.returncode == 1 and "are read-only here" in refused.stderr
     assert "Traceback" not in refused.stderr and "internal error" not in refused.stderr
+
+
+def fill(folder: Path) -> Path:
+    """Take every free byte of the disk holding ``folder``."""
+    filler = folder / "filler"
+    with contextlib.suppress(OSError), filler.open("wb") as handle:
+        while True:
+            handle.write(b"\0" * 65536)
+    with contextlib.suppress(OSError), filler.open("ab") as handle:
+        while True:
+            handle.write(b"\0")
+            handle.flush()
+    return filler
+
+
+@needs_system
+def test_a_full_disk_under_existing_records_is_named_and_they_stay_readable(
+    nodus_env: Nodus, tmpfs: Path
+) -> None:
+    home = tmpfs / "home"
+    path = nodus_env.write(workload("before-full", "echo hello"))
+    assert nodus_env.run("run", path, NODUS_HOME=str(home)).returncode == 0
+    fill(tmpfs)
+    listed = nodus_env.run("runs", "--json", NODUS_HOME=str(home))
+    assert listed.returncode == 0, listed.stderr
+    assert [r["workload"] for r in json.loads(listed.stdout)["runs"]] == ["before-full"]
+    full = f"no space left on the disk holding the nodus records ({home / 'runs.sqlite3'})"
+    assert f"warning: {full}" in listed.stderr and "disk I/O error" not in listed.stderr
+    logs = nodus_env.run("logs", NODUS_HOME=str(home))
+    assert logs.returncode == 0 and "main | hello" in logs.stdout, logs.stderr
+    assert full in logs.stderr and "showing the log file alone" not in logs.stderr
+    refused = nodus_env.run("run", path, NODUS_HOME=str(home))
+    assert refused.returncode == 1 and f"error: {full}" in refused.stderr
+    assert "free some space there" in refused.stderr and "disk I/O error" not in refused.stderr
+
+
+@needs_system
+def test_stop_on_a_full_disk_stops_first_and_says_what_was_not_recorded(
+    nodus_env: Nodus, docker_client: Any, tmpfs: Path
+) -> None:
+    home = tmpfs / "home"
+    path = nodus_env.write(workload("full-stop", "echo up; sleep 60"))
+    started = nodus_env.run("run", "--detach", path, NODUS_HOME=str(home))
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    wait_for(lambda: containers(docker_client, "full-stop"), what="the container")
+    filler = fill(tmpfs)
+    stopped = nodus_env.run("stop", run_id, NODUS_HOME=str(home))
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"run {run_id} stopped" in stopped.stderr
+    assert "warning: it was stopped, but that could not be recorded: no space" in stopped.stderr
+    assert containers(docker_client, "full-stop") == []  # stopped first: GPUs free
+    filler.unlink()
+    (run,) = json.loads(nodus_env.run("runs", "--json", NODUS_HOME=str(home)).stdout)["runs"]
+    assert run["status"] == "failed"  # recorded once there was room

@@ -64,6 +64,7 @@ def run(catalog_path: str | None, as_json: bool) -> int:
         },
         "dropped": cat.meta.get("dropped", {}),
         "sources": cat.meta.get("sources", []),
+        "origins": [o.as_json() for o in cat.origins],
     }
     if as_json:
         emit_json(doc)
@@ -106,28 +107,12 @@ def run(catalog_path: str | None, as_json: bool) -> int:
         out.line(f"  provenance: {doc['provenance']}")
     if cat.kind == catalog.UPDATED:
         _show_update_sources(out, doc["sources"])
-    elif doc["sources"]:
+    if cat.origins:
         out.line()
-        out.line(out.paint("sources (one per supplier):", "bold"))
+        out.line(out.paint("suppliers (where each one's offers come from):", "bold"))
         out.table(
-            ["supplier", "rows", "repository@commit", "path"],
-            [
-                [
-                    str(s.get("supplier", "?")),
-                    str(suppliers.get(str(s.get("supplier", "")), 0)),
-                    f"{s.get('repo', '')}@{str(s.get('commit', ''))[:12]}",
-                    str(s.get("path", "")),
-                ]
-                for s in doc["sources"]
-            ],
-            right=(1,),
-            indent="  ",
-        )
-    elif suppliers:
-        out.line()
-        out.table(
-            ["supplier", "rows"],
-            [[name, str(n)] for name, n in sorted(suppliers.items())],
+            ["supplier", "rows", "from", "where"],
+            [[o.supplier, str(o.rows), o.source, o.where] for o in cat.origins],
             right=(1,),
             indent="  ",
         )
@@ -190,7 +175,7 @@ class PlainProgress:
 
     def start(self, source: Source, total: int | None) -> None:
         size = f" ({total:,} bytes)" if total is not None else ""
-        sys.stderr.write(f"nodus: fetching {source.name} from {source.url}{size}\n")
+        sys.stderr.write(f"nodus: fetching {source.name} from {source.where}{size}\n")
         sys.stderr.flush()
 
     def advance(self, source: Source, received: int) -> None:
@@ -205,6 +190,11 @@ class PlainProgress:
 
     def done(self, result: Any) -> None:
         sys.stderr.write(f"nodus: {summary(result)}\n")
+        sys.stderr.flush()
+
+    def changing(self, changes: Any) -> None:
+        for line in change_lines(changes):
+            sys.stderr.write(f"nodus: {line}\n")
         sys.stderr.flush()
 
 
@@ -257,40 +247,84 @@ class BarProgress:
             self.bar.update(task, description=f"{result.source.name}: done")
         self.bar.console.print(summary(result), markup=False, highlight=False)
 
-
-class NoProgress:
-    def start(self, source: Source, total: int | None) -> None:
-        pass
-
-    def advance(self, source: Source, received: int) -> None:
-        pass
-
-    def retry(self, source: Source, attempt: int, reason: str, delay: float) -> None:
-        pass
-
-    def done(self, result: Any) -> None:
-        pass
+    def changing(self, changes: Any) -> None:
+        for line in change_lines(changes):
+            self.bar.console.print(line, markup=False, highlight=False)
 
 
 def summary(result: Any) -> str:
-    """One source's outcome in a line."""
+    """One source's outcome in a line: configurations fetched and refused, rows used and
+    refused (each adds up to what the file describes)."""
     r = result
     how = "not modified, kept" if r.stored.last_result == "not modified" else "fetched"
-    parts = [f"{r.source.name}: {how} {plural(len(r.rows), 'row', grouped=True)} ({r.format})"]
-    if r.bad_count:
-        parts.append(f"{plural(r.bad_count, 'bad row')} left out")
-    if r.dropped:
-        parts.append(f"{r.dropped} without an on-demand price")
-    for reason, n in sorted(r.stored.skipped.items()):
-        parts.append(f"{n} left out ({reason})")
-    return ", ".join(parts)
+    line = (
+        f"{r.source.name}: {how} {plural(len(r.rows), 'configuration', grouped=True)} ({r.format})"
+    )
+    if r.rows_read:
+        used = r.rows_read - r.rows_refused
+        line += f" from {used:,} of {plural(r.rows_read, 'row', grouped=True)}"
+    if r.rows_refused or r.configurations_refused:
+        line += (
+            f"; refused {plural(r.rows_refused, 'row', grouped=True)} "
+            f"({plural(r.configurations_refused, 'configuration', grouped=True)})"
+        )
+    return line
+
+
+def refused_lines(result: Any, shown: int = 12) -> list[str]:
+    """Every refused row of a source, by reason, with its lines."""
+    found = []
+    for group in result.refused:
+        kind = "bad rows" if group.bad else "left out"
+        found.append(
+            f"{kind}: {group.reason}: {plural(group.rows, 'row')} "
+            f"({plural(group.configurations, 'configuration')}), "
+            f"{'line' if group.rows == 1 else 'lines'} {line_ranges(group.lines, shown)}"
+        )
+    return found
+
+
+def line_ranges(lines: Any, shown: int) -> str:
+    """``2, 5-9, 12`` (at most ``shown`` ranges, then how many lines more: --json has all)."""
+    ranges: list[list[int]] = []
+    for n in lines:
+        if ranges and n == ranges[-1][1] + 1:
+            ranges[-1][1] = n
+        else:
+            ranges.append([n, n])
+    text = [f"{a}" if a == b else f"{a}-{b}" for a, b in ranges[:shown]]
+    rest = sum(b - a + 1 for a, b in ranges[shown:])
+    return ", ".join(text) + (f" and {rest:,} more (--json lists every one)" if rest else "")
+
+
+def change_lines(changes: Any) -> list[str]:
+    """What an update does to the suppliers in use, before the new catalog is in use."""
+    found = []
+    for c in changes:
+        if c.after is None:
+            rows = plural(c.before_rows, "configuration", grouped=True)
+            found.append(
+                f"removing {c.supplier}: its {rows} from {c.before} (nothing supplies it now)"
+            )
+        elif c.before is None:
+            found.append(
+                f"adding {c.supplier}: {plural(c.after_rows, 'configuration', grouped=True)} "
+                f"from {c.after}"
+            )
+        else:
+            found.append(
+                f"replacing {c.supplier}: {c.before_rows:,} configurations from {c.before} by "
+                f"{c.after_rows:,} from {c.after}"
+            )
+    return found
 
 
 def update(
     arguments: list[str] | None,
     as_json: bool,
-    timeout: float,
+    timeout: float | None,
     retries: int,
+    replace: bool = False,
 ) -> int:
     from nodus_cli.catalog import sources as catalog_sources
     from nodus_cli.catalog import update as catalog_update
@@ -302,7 +336,7 @@ def update(
         entries = []
         for text in arguments:
             try:
-                entries.append(config.parse_source(text))
+                entries.append(config.parse_source(text))  # a path: from the working folder
             except ValueError as exc:
                 raise NodusError(f"SOURCE {text!r}: {exc}", exit_code=2) from None
     else:
@@ -316,10 +350,16 @@ def update(
             'skypilot-catalog/master/catalogs/v7/aws/vms.csv"]',
         )
     sources = catalog_sources.resolve(entries)
+    seconds = cfg.timeout if timeout is None else timeout
     reporter: Any
     bar: BarProgress | None = None
+    if replace and not as_json:
+        sys.stderr.write(
+            "nodus: --replace: the catalog in use will hold only the suppliers these sources "
+            "carry; every other supplier (the embedded catalog's too) is removed\n"
+        )
     if as_json:
-        reporter = NoProgress()
+        reporter = catalog_sources.Silent()
         if sys.stderr.isatty():
             bar = reporter = BarProgress()
     elif sys.stderr.isatty():
@@ -330,11 +370,11 @@ def update(
         if bar is not None:
             with bar:
                 result = catalog_update.update(
-                    sources, timeout=timeout, retries=retries, reporter=reporter
+                    sources, timeout=seconds, retries=retries, reporter=reporter, replace=replace
                 )
         else:
             result = catalog_update.update(
-                sources, timeout=timeout, retries=retries, reporter=reporter
+                sources, timeout=seconds, retries=retries, reporter=reporter, replace=replace
             )
     except SourceError as exc:
         if as_json:
@@ -358,6 +398,9 @@ def update(
                 "updated_at": result.updated_at,
                 "rows": result.rows,
                 "sources": [r.as_json() for r in result.results],
+                "kept_sources": result.kept,
+                "embedded_rest": result.embedded_rest,
+                "changes": [c.as_json() for c in result.changes],
             }
         )
         return 0
@@ -367,9 +410,13 @@ def update(
     out.line(f"{out.paint('updated', 'green')}: {rows} from {fetched} now in use ({result.path})")
     for r in result.results:
         out.line(f"  {summary(r)}")
-        for bad in r.bad_rows:
-            out.line(f"    bad row: {bad}")
-        if r.bad_count > len(r.bad_rows):
-            out.line(f"    ... and {plural(r.bad_count - len(r.bad_rows), 'more bad row')}")
+        for line in refused_lines(r):  # every refused row, bad ones first, with its line
+            out.line(f"    {line}")
+    for line in change_lines(result.changes):
+        out.line(f"  {line}")
+    if result.kept:
+        out.line(f"  kept as they were: {', '.join(result.kept)} (sources not given)")
+    if result.embedded_rest:
+        out.line("  the embedded catalog supplies every supplier no source carries")
     out.flush()
     return 0

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodus_cli.api import Client
 from nodus_cli.cli.output import Writer, emit_json
-from nodus_cli.text import money, plural
+from nodus_cli.text import bounded, money, plural
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
@@ -85,7 +85,7 @@ def _show_families(
     top: int | None,
 ) -> None:
     for w in warnings:
-        out.line(f"{out.paint('warning:', 'yellow')} {w}")
+        out.line(f"{out.paint('warning:', 'yellow')} {bounded(w)}")
     listed = [r for r in rows if r["offers"] or not filtered]
     shown = listed if top is None else listed[:top]
     table = []
@@ -146,7 +146,7 @@ def _show_offers(
     top: int,
 ) -> None:
     for w in warnings:
-        out.line(f"{out.paint('warning:', 'yellow')} {w}")
+        out.line(f"{out.paint('warning:', 'yellow')} {bounded(w)}")
     aliases = ", ".join(summary["aliases"]) or "none"
     sizes = ", ".join(f"{m:g} GB" for m in summary["memory_gb"])
     cc = (

@@ -17,9 +17,11 @@ NOW_NOTE = (
     "What the cluster's nodes hold now, not every configuration a supplier could offer; "
     "free GPUs are those no running task reserves."
 )
+#: The same for this machine: one entry per GPU model, since a request names one model.
 LOCAL_NOTE = (
-    "What this machine holds now, one line per GPU model; free GPUs are those no container "
-    "holds (nodus's or anyone's), queued the tasks waiting in line for them."
+    "What this machine holds now: one entry per GPU model (a request names one model), "
+    "each with the machine's CPUs and memory; free GPUs are those no container holds, "
+    "queued the tasks that wait for them."
 )
 #: The ``--json`` documents' shape: bumped only when a field is renamed or retyped.
 JSON_VERSION = 1
@@ -33,32 +35,34 @@ def run(as_json: bool, target: str = "swarm") -> int:
         emit_json({"version": JSON_VERSION, "nodes": [n.as_json() for n in nodes], "note": note})
         return 0
     out = Writer()
+    hosts = [n.hostname for n in nodes]
+    roles = any(n.details.get("role") for n in nodes)
+    queues = any("queued" in n.details for n in nodes)
     rows = []
     for n in nodes:
         d = n.details
         gpu = f"{n.gpu} {n.gpu_memory_gb:g} GB" if n.gpu and n.gpu_memory_gb else (n.gpu or "-")
         availability = d.get("availability", "active")
+        # One machine with two GPU models is two entries: named by their ids (host/MODEL).
+        name = d.get("name") or (n.id if hosts.count(n.hostname) > 1 else n.hostname)
         rows.append(
             [
-                safe(n.hostname if d.get("name") is None else str(d["name"])),
+                safe(str(name)),
                 n.state if availability == "active" else f"{n.state} ({availability})",
-                str(d.get("role", "")),
+                *([str(d.get("role", ""))] if roles else []),
                 f"{n.cpus:g}",
                 f"{n.memory_gb:g} GB",
                 str(n.gpus),
                 str(n.free_gpus),
+                *([str(d.get("queued", ""))] if queues else []),
                 gpu,
                 money(n.price_per_hour) if d.get("price_source") != "not set" else "-",
             ]
         )
-    headers = ["node", "state", "role", "CPUs", "memory", "GPUs", "free", "GPU", "$/h"]
-    right: tuple[int, ...] = (3, 5, 6, 8)
-    if any("queued" in n.details for n in nodes):
-        headers.insert(7, "queued")
-        for row, n in zip(rows, nodes, strict=True):
-            row.insert(7, str(n.details.get("queued", 0)))
-        right = (3, 5, 6, 7, 9)
-    out.table(headers, rows, right=right)
+    headers = ["node", "state", *(["role"] if roles else []), "CPUs", "memory", "GPUs", "free"]
+    headers += [*(["queued"] if queues else []), "GPU", "$/h"]
+    numbers = ("CPUs", "GPUs", "free", "queued", "$/h")
+    out.table(headers, rows, right=tuple(i for i, h in enumerate(headers) if h in numbers))
     for n in nodes:
         for problem in n.details.get("problems") or []:
             out.line(f"{out.paint('note:', 'yellow')} node {safe(n.hostname)}: {safe(problem)}")

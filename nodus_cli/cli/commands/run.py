@@ -16,7 +16,7 @@ from pathlib import Path
 from nodus_cli.api.client import Client, Prepared
 from nodus_cli.cli.output import PullDisplay, emit_json, use_colour
 from nodus_cli.errors import UsageError
-from nodus_cli.text import money, safe
+from nodus_cli.text import bounded, money, safe
 from nodus_cli.workload import Workload
 from nodus_cli.workload.duration import DURATION_HINT, parse_duration
 
@@ -53,10 +53,16 @@ def run(
 
 
 def rerun(run_id: str, detach: bool, retries: int, as_json: bool) -> int:
+    from nodus_cli.workload.environment import MissingEnvironment
+
     record, workload = Client().rerun(run_id)
     client = Client(target=record.target)
+    try:
+        prepared = _prepare(client, workload, record.file, as_json)
+    except MissingEnvironment as exc:
+        raise exc.recorded(record.id) from None  # no file to give a default in
     _status(f"re-running {record.id} ({safe(record.workload)}) on {record.target}")
-    return _start(client, workload, record.file, detach, retries, as_json)
+    return _go(client, prepared, detach, retries, as_json)
 
 
 def with_overrides(
@@ -109,8 +115,17 @@ def _start(
     retries: int,
     as_json: bool,
 ) -> int:
-    pulls = None if as_json else PullDisplay
-    prepared = client.prepare(workload, file=file, pulls=pulls)
+    prepared = _prepare(client, workload, file, as_json)
+    return _go(client, prepared, detach, retries, as_json)
+
+
+def _prepare(client: Client, workload: Workload, file: str | None, as_json: bool) -> Prepared:
+    """Every check that can refuse the run, before anything is said or recorded."""
+    return client.prepare(workload, file=file, pulls=None if as_json else PullDisplay)
+
+
+def _go(client: Client, prepared: Prepared, detach: bool, retries: int, as_json: bool) -> int:
+    """Say what the checks found, then run it here or hand it to the background."""
     for note in prepared.notes:
         _status(f"note: {note}")
     for warning in prepared.warnings:
@@ -182,8 +197,8 @@ def execute_recorded(run_id: str, retries: int, catalog_path: str | None) -> int
 
 
 def _status(message: str) -> None:
-    print(f"nodus: {message}", file=sys.stderr, flush=True)
+    print(f"nodus: {bounded(message)}", file=sys.stderr, flush=True)
 
 
 def _line(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(bounded(message), file=sys.stderr, flush=True)

@@ -138,7 +138,8 @@ def _show_run(record: RunResult, as_json: bool, wide: bool = False) -> int:
     if record.message:
         out.line(safe(record.message))
     if record.output:
-        out.line(f"work directory: {record.output.get('kind')} {record.output.get('path') or ''}")
+        path = record.output.get("path")
+        out.line(f"work directory: {record.output.get('kind')}" + (f" {path}" if path else ""))
     for s in record.stages:
         out.line()
         where = f" on {s.node}" if s.node else ""
@@ -242,16 +243,14 @@ def stop_runs(run_ids: list[str], as_json: bool) -> int:
 
     client = Client()
     results: list[dict[str, Any]] = []
-    unknown = False
+    unknown: list[UsageError] = []
     stopped = False
     for run_id in run_ids:
         try:
             result = client.stop_run(run_id)
         except UsageError as exc:
-            unknown = True
+            unknown.append(exc)
             results.append({"id": run_id, "result": "unknown", "message": exc.message})
-            if not as_json:
-                stderr_line(f"nodus: error: {safe(exc.message)}")
             continue
         stopped = stopped or result.result == Stopped.STOPPED
         results.append(
@@ -260,12 +259,18 @@ def stop_runs(run_ids: list[str], as_json: bool) -> int:
                 "result": str(result.result),
                 "status": str(result.status),
                 "message": result.message,
+                "unrecorded": result.unrecorded,
             }
         )
         if not as_json:
             stderr_line(f"nodus: {safe(result.message)}")
+            if result.unrecorded:
+                stderr_line(f"nodus: warning: {safe(result.unrecorded)}")
     if as_json:
         emit_json({"version": 1, "runs": results})
+    if unknown and not as_json:
+        # Said as every error is, after the runs that were found: message, hint, exit 2.
+        raise UsageError("; ".join(exc.message for exc in unknown), hint=unknown[0].hint)
     if unknown:
         return 2
     return 0 if stopped else 1

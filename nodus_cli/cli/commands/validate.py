@@ -61,8 +61,8 @@ def human(results: list[Result], colour: bool = False, strict: bool = False) -> 
             text = problem.render(result.path)
             sev = problem.severity
             lines.append(text.replace(f": {sev}: ", f": {paint(sev, sev)}: ", 1))
-        errors += len(result.errors)
-        warnings += len(result.warnings)
+        errors += _problems(result.errors)
+        warnings += _problems(result.warnings)
         if result.valid:
             mark = paint("✗", "bad") if strict and result.warnings else paint("✓", "ok")
             lines.append(f"{mark} {result.path}")
@@ -78,9 +78,9 @@ def summary(
     strict: bool = False,
 ) -> str:
     if errors is None:
-        errors = sum(len(r.errors) for r in results)
+        errors = sum(_problems(r.errors) for r in results)
     if warnings is None:
-        warnings = sum(len(r.warnings) for r in results)
+        warnings = sum(_problems(r.warnings) for r in results)
     invalid = sum(1 for r in results if not r.valid)
     text = f"{_count(len(results), 'file')}: {len(results) - invalid} valid, {invalid} invalid"
     if errors or warnings:
@@ -90,8 +90,13 @@ def summary(
     return text
 
 
+def _problems(found: list[Problem]) -> int:
+    """How many problems ``found`` stands for (a "4,000 more not shown" counts 4,000)."""
+    return sum(p.count for p in found)
+
+
 def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'s' if n != 1 else ''}"
+    return f"{n:,} {word}{'s' if n != 1 else ''}"
 
 
 def github(results: list[Result], strict: bool = False) -> str:

@@ -1,12 +1,16 @@
-"""Access to the Docker engine through the Docker SDK, with one clear message when it is down.
+"""Access to the Docker engine, with one clear message when it is down.
 
-:class:`Engine` holds the SDK's low-level client (``docker.APIClient``) and makes the calls
-of a local run (:class:`~nodus_cli.targets.swarm.SwarmApi` adds the Swarm ones). The SDK's
-errors become nodus's in one place, :meth:`Engine.mapped`. Every target finds the engine as
-the ``docker`` CLI does (:func:`endpoint`): ``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY`` /
-``DOCKER_CERT_PATH``), else the current Docker context (``docker context use``), else the
-local socket. The SDK is imported when the first :class:`Engine` is made: never by
-``nodus --help``, ``validate`` or ``plan``.
+:class:`Engine` makes the Engine-API calls of a local run straight over the engine's socket
+(:mod:`.http`: the standard library, a kept-alive connection per thread) and keeps the
+Docker SDK's low-level client (``docker.APIClient``) for what needs more than plain HTTP:
+pulling with the registry credentials of the Docker CLI, and the Swarm calls of
+:class:`~nodus_cli.targets.swarm.api.SwarmApi`. Whichever carried a call, its failures
+become nodus's in this module alone (:meth:`Engine.mapped` for the SDK's, the transport's
+in :meth:`Engine.answer`). Every target finds the engine as the ``docker`` CLI does
+(:func:`endpoint`): ``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY`` / ``DOCKER_CERT_PATH``),
+else the current Docker context (``docker context use``), else the local socket. The SDK
+is imported only when a pull or a Swarm call needs it: never by ``nodus --help``,
+``validate``, ``plan``, nor by a local run of an image the engine has.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from nodus_cli.errors import NodusError
+from nodus_cli.targets.docker import http
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 #: Device requests (GPUs) need API 1.40 (Docker 19.03).
@@ -64,14 +69,11 @@ class EngineTimeout(EngineFailure):
 
 
 class Engine:
-    """The Engine-API calls of a local run, on ``docker.APIClient``."""
+    """The Engine-API calls of a local run (the SDK's client for pulls and Swarm)."""
 
     def __init__(
-        self, host: str | None = None, connect_timeout: float = 10.0, tls: Any = None
+        self, host: str | None = None, connect_timeout: float = 10.0, tls: http.Tls | None = None
     ) -> None:
-        import docker
-        from docker.utils import kwargs_from_env
-
         self.where = host or os.environ.get("DOCKER_HOST") or DEFAULT_HOST
         self.connect_timeout = connect_timeout
         self.api = "1.41"  # until ping() adopts the engine's
@@ -83,15 +85,48 @@ class Engine:
                 hint="for ssh://, forward the socket (`ssh -NL /tmp/docker.sock:"
                 "/var/run/docker.sock HOST`) and set DOCKER_HOST=unix:///tmp/docker.sock",
             )
-        try:
-            params: dict[str, Any] = kwargs_from_env() if host is None else {"tls": tls}
-            params["base_url"] = self.where
+        self.tls = tls if host is not None else _env_tls()
+        if url.scheme == "https" and self.tls is None:
+            self.tls = http.Tls()
+        self.http = http.Http(self.where, connect_timeout, self.tls)
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The SDK's low-level client, made (and the SDK imported) on first use."""
+        if self._client is None:
+            import docker
+
+            params: dict[str, Any] = {"base_url": self.where}
+            url = urlsplit(self.where)
             if url.scheme != "unix" and url.port is None:  # the docker CLI's default ports
-                port = 2376 if params.get("tls") or url.scheme == "https" else 2375
+                port = 2376 if self.tls is not None or url.scheme == "https" else 2375
                 params["base_url"] = f"{self.where.rstrip('/')}:{port}"
-            self.client: Any = docker.APIClient(version=self.api, timeout=connect_timeout, **params)
-        except docker.errors.DockerException as exc:
-            raise NodusError(f"DOCKER_HOST={self.where}: {exc}", hint=_HINT) from None
+            if self.tls is not None:
+                from docker.tls import TLSConfig
+
+                params["tls"] = TLSConfig(
+                    client_cert=self.tls.cert, ca_cert=self.tls.ca, verify=self.tls.verify
+                )
+            try:
+                self._client = docker.APIClient(
+                    version=self.api, timeout=self.connect_timeout, **params
+                )
+            except docker.errors.DockerException as exc:
+                raise NodusError(f"DOCKER_HOST={self.where}: {exc}", hint=_HINT) from None
+        return self._client
+
+    @contextmanager
+    def answer(self, what: str = "waiting for the engine") -> Iterator[None]:
+        """The transport's failures (:mod:`.http`) as nodus's."""
+        try:
+            yield
+        except http.Status as exc:
+            raise EngineError(exc.status, exc.message) from None
+        except http.Timeout:
+            raise EngineTimeout(what) from None
+        except http.Failure as exc:
+            raise EngineUnreachable(self.where, str(exc)) from None
 
     @contextmanager
     def mapped(self, what: str = "waiting for the engine") -> Iterator[None]:
@@ -114,7 +149,7 @@ class Engine:
             raise EngineError(500, str(exc)) from None
 
     def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``method(*args, **kwargs)``, a call of :attr:`client`, with its errors mapped."""
+        """``method(*args, **kwargs)``, a call of the SDK's :attr:`client`, errors mapped."""
         with self.mapped():
             return method(*args, **kwargs)
 
@@ -130,12 +165,31 @@ class Engine:
             return False
         return True
 
+    def request(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        timeout: float | None = None,
+        allow: tuple[int, ...] = (),
+    ) -> Any:
+        """An Engine-API call over the socket: its JSON answer (None when empty, or when
+        the engine answered one of the ``allow`` error statuses)."""
+        try:
+            with self.answer():
+                return self.http.json(method, path, params, body, timeout)
+        except EngineError as exc:
+            if exc.status in allow:
+                return None
+            raise
+
     def stream(
         self, path: str, resource: str, params: dict[str, Any], timeout: float | None
     ) -> Any:
-        """A multiplexed log stream: (1 stdout | 2 stderr, bytes) frames, as the SDK's
-        ``CancellableStream``, which ``close()`` cuts from any thread. ``timeout`` bounds
-        each wait for more (None: a followed container may stay quiet for long)."""
+        """A multiplexed log stream of the SDK's client (Swarm services' logs): (1 stdout |
+        2 stderr, bytes) frames, as the SDK's ``CancellableStream``, which ``close()``
+        cuts from any thread. ``timeout`` bounds each wait for more."""
         from docker.types.daemon import CancellableStream
 
         client = self.client
@@ -158,14 +212,15 @@ class Engine:
 
     def ping(self, timeout: float | None = None) -> str:
         """Check the engine answers; adopt its API version (capped at :data:`MAX_API`)."""
-        client = self.client
-        with self.mapped("the ping"):
-            url = client._url("/_ping", versioned_api=False)
-            res = client._get(url, timeout=timeout or self.connect_timeout)
-            client._raise_for_status(res)
-        version = str(res.headers.get("Api-Version") or "1.41")
+        with self.answer("the ping"):
+            _, headers, _ = self.http.call(
+                "GET", "/_ping", timeout=timeout or self.connect_timeout, versioned=False
+            )
+        version = str(headers.get("Api-Version") or "1.41")
         major, minor = min(_parse_version(version), MAX_API)
-        self.api = client._version = f"{major}.{minor}"
+        self.api = self.http.version = f"{major}.{minor}"
+        if self._client is not None:
+            self._client._version = self.api
         return version
 
     def api_at_least(self, wanted: tuple[int, int]) -> bool:
@@ -173,69 +228,76 @@ class Engine:
 
     def image_config(self, image: str) -> dict[str, Any]:
         """The image's ``Config`` (User, Entrypoint, Cmd ...); empty when it is missing."""
-        try:
-            doc = self.call(self.client.inspect_image, image)
-        except EngineError as exc:
-            if exc.status == 404:
-                return {}
-            raise
+        doc = self.request("GET", f"/images/{http.path_of(image)}/json", allow=(404,))
         config: dict[str, Any] = (doc or {}).get("Config") or {}
         return config
 
     def image_present(self, image: str) -> bool:
-        return self.tolerate((404,), self.client.inspect_image, image)
+        return self.request("GET", f"/images/{http.path_of(image)}/json", allow=(404,)) is not None
 
     def create(self, name: str, config: dict[str, Any]) -> str:
-        return str(self.call(self.client.create_container_from_config, config, name)["Id"])
+        doc = self.request("POST", "/containers/create", {"name": name}, body=config)
+        return str(doc["Id"])
 
     def start(self, cid: str) -> None:
-        self.call(self.client.start, cid)
+        self.request("POST", f"/containers/{cid}/start", allow=(304,))  # 304: already started
 
     def wait(self, cid: str, timeout: float | None = None) -> int:
-        """Block until the container exits; its exit status. EngineTimeout past ``timeout``."""
-        doc = self.call(self.client.wait, cid, timeout=timeout)
+        """Block until the container exits; its exit status. EngineTimeout past ``timeout``
+        (None: an hour at a time; the caller waits again)."""
+        doc = self.request("POST", f"/containers/{cid}/wait", timeout=timeout or 3600.0)
         return int(doc.get("StatusCode", 1)) if isinstance(doc, dict) else 1
 
     def kill(self, cid: str, signal: str = "KILL") -> None:
-        self.tolerate((404, 409), self.client.kill, cid, signal=signal)  # gone, or not running
+        # Gone, or not running: nothing to kill.
+        self.request("POST", f"/containers/{cid}/kill", {"signal": signal}, allow=(404, 409))
 
     def remove(self, cid: str) -> None:
         """Force-remove a container and its anonymous volumes; a missing one is fine."""
-        self.tolerate((404,), self.client.remove_container, cid, v=True, force=True)
+        self.request("DELETE", f"/containers/{cid}", {"v": True, "force": True}, allow=(404,))
 
     def inspect(self, cid: str) -> dict[str, Any]:
         """A container's whole description (EngineError 404 when it is gone)."""
-        found: dict[str, Any] = self.call(self.client.inspect_container, cid)
+        found: dict[str, Any] = self.request("GET", f"/containers/{cid}/json")
         return found
 
-    def watch(self, filters: dict[str, list[str]]) -> Any:
-        """The engine's events from now on, as they happen (decoded dicts), as the SDK's
-        ``CancellableStream``: iterate it; ``close()`` ends it from any thread."""
-        with self.mapped():
-            return self.client.events(filters=filters, decode=True)
+    def watch(self, filters: dict[str, list[str]]) -> http.Stream:
+        """The engine's events from now on, as they happen: iterate ``.documents()``;
+        ``close()`` ends it from any thread."""
+        with self.answer():
+            return self.http.stream("/events", {"filters": filters})
 
     def containers(self, filters: dict[str, list[str]], all: bool = True) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self.call(self.client.containers, all=all, filters=filters)
+        found: list[dict[str, Any]] = self.request(
+            "GET", "/containers/json", {"all": all, "filters": filters}
+        )
         return found
 
     def events(
         self, since: float, until: float, filters: dict[str, list[str]]
     ) -> list[dict[str, Any]]:
         """Past events between two wall-clock times (the call ends at ``until``)."""
-        with self.mapped():
-            return list(self.client.events(since, until, filters, decode=True))
+        params = {"since": f"{since:.9f}", "until": f"{until:.9f}", "filters": filters}
+        with self.answer():
+            stream = self.http.stream("/events", params, timeout=15.0)
+            try:
+                return list(stream.documents())
+            finally:
+                stream.close()
 
-    def logs(self, cid: str, follow: bool = True, since: str | None = None) -> Any:
+    def logs(self, cid: str, follow: bool = True, since: str | None = None) -> _Frames:
         """A (non-TTY) container's output, ``(1 stdout | 2 stderr, b"TIMESTAMP text")``
         frames, followed or as logged so far, from ``since`` (UNIX seconds) on;
         ``close()`` cuts it.
 
         Read whole, the log comes at once: an engine that stops answering must not keep
         nodus waiting long for the rest of it."""
-        params: dict[str, Any] = {"follow": int(follow), "stdout": 1, "stderr": 1, "timestamps": 1}
+        params: dict[str, Any] = {"follow": follow, "stdout": 1, "stderr": 1, "timestamps": 1}
         if since is not None:
             params["since"] = since
-        return self.stream("/containers/{0}/logs", cid, params, None if follow else 15.0)
+        with self.answer():
+            stream = self.http.stream(f"/containers/{cid}/logs", params, None if follow else 15.0)
+        return _Frames(self, stream)
 
     def pull(
         self,
@@ -287,7 +349,22 @@ class Engine:
             time.sleep(0.5)
 
 
-def endpoint() -> tuple[str | None, Any]:
+class _Frames:
+    """A container's log as (stream, bytes) frames; ``close()`` cuts it from any thread."""
+
+    def __init__(self, engine: Engine, stream: http.Stream) -> None:
+        self.engine = engine
+        self.stream = stream
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        with self.engine.answer("reading the log"):
+            yield from self.stream.frames()
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def endpoint() -> tuple[str | None, http.Tls | None]:
     """(host, TLS settings) of the engine to use, as the ``docker`` CLI chooses it:
     ``DOCKER_HOST`` (None: read with its TLS variables by the SDK), else the current Docker
     context's endpoint (``docker context use``), else the local socket."""
@@ -338,15 +415,27 @@ def _context_endpoint() -> tuple[str | None, str | None]:
     return str(host), tls_dir if os.path.isdir(tls_dir) else None
 
 
-def _context_tls(folder: str) -> Any:
-    """The SDK's TLS settings from a context's folder: its CA, its client certificate."""
-    from docker.tls import TLSConfig
+def _context_tls(folder: str) -> http.Tls:
+    """The TLS settings of a context's folder: its CA, its client certificate."""
+    return _tls_from(folder, verify=True)
 
+
+def _env_tls() -> http.Tls | None:
+    """TLS as ``DOCKER_TLS_VERIFY`` and ``DOCKER_CERT_PATH`` ask it, as the docker CLI reads
+    them (None: plain HTTP, or a unix socket)."""
+    verify = os.environ.get("DOCKER_TLS_VERIFY") or ""
+    folder = os.environ.get("DOCKER_CERT_PATH") or ""
+    if not verify and not folder:
+        return None
+    return _tls_from(folder or os.path.expanduser("~/.docker"), verify=bool(verify))
+
+
+def _tls_from(folder: str, verify: bool) -> http.Tls:
     ca, cert, key = (os.path.join(folder, f) for f in ("ca.pem", "cert.pem", "key.pem"))
-    return TLSConfig(
-        client_cert=(cert, key) if os.path.exists(cert) and os.path.exists(key) else None,
-        ca_cert=ca if os.path.exists(ca) else None,
-        verify=True,
+    return http.Tls(
+        ca=ca if verify and os.path.exists(ca) else None,
+        cert=(cert, key) if os.path.exists(cert) and os.path.exists(key) else None,
+        verify=verify,
     )
 
 

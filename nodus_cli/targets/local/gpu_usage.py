@@ -35,14 +35,16 @@ class Sampler:
 
     Every sampler of a process is served by one :class:`_Hub`: one ``nvidia-smi`` call per
     interval covers the GPUs of every task running, however many there are (a fan-out
-    stage may run dozens of short tasks at once). A sampler that starts gets a reading
-    right away (its baseline) unless one was taken a moment ago.
+    stage may run dozens of short tasks at once, and nvidia-smi costs tens of milliseconds
+    of CPU a call). A sampler that starts takes the hub's last reading as its baseline
+    when it is less than an interval old; only the first task of a quiet spell asks for
+    one at once.
     """
 
     def __init__(self, uuids: tuple[str, ...], interval: float | None = None) -> None:
         self.peaks = {u: GpuPeak(u) for u in uuids}
         self.interval = interval or interval_from_env()
-        self._smi = shutil.which("nvidia-smi") if uuids else None
+        self._smi = _which_smi() if uuids else None
         self._lock = threading.Lock()
 
     def __enter__(self) -> Sampler:
@@ -79,8 +81,15 @@ class Sampler:
             return UsageReport(list(self.peaks.values()), available=self._smi is not None)
 
 
-#: A sampler that starts within this many seconds of the last reading shares it.
-_FRESH = 0.5
+def _which_smi() -> str | None:
+    """nvidia-smi on PATH (looked up once per PATH: every GPU task asks)."""
+    path = os.environ.get("PATH", "")
+    if _SMI.get("path") != path:
+        _SMI["path"], _SMI["smi"] = path, shutil.which("nvidia-smi")
+    return _SMI["smi"]
+
+
+_SMI: dict[str, str | None] = {}
 
 
 class _Hub:
@@ -104,10 +113,10 @@ class _Hub:
                     target=self._loop, name="nodus-gpu-sampler", daemon=True
                 )
                 self.thread.start()
-        if time.monotonic() - self.last > _FRESH:
+        if time.monotonic() - self.last > self.interval:
             self.wake.set()  # a baseline now
         elif self.latest:
-            sampler.apply(self.latest)
+            sampler.apply(self.latest)  # the last reading, less than an interval old
 
     def remove(self, sampler: Sampler) -> None:
         with self.lock:

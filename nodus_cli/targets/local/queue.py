@@ -105,9 +105,14 @@ class Owner:
 
 
 def me() -> Owner:
-    """This process, as the owner label of what it creates."""
+    """This process, as the owner label of what it creates (read once per process)."""
     pid = os.getpid()
-    return Owner(hostname(), pid, process_start(pid))
+    if _ME.get(pid) is None:
+        _ME[pid] = Owner(hostname(), pid, process_start(pid))
+    return _ME[pid]
+
+
+_ME: dict[int, Owner] = {}
 
 
 @dataclass(frozen=True, slots=True)

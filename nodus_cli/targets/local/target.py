@@ -54,7 +54,7 @@ from nodus_cli.targets.base import (
     WorkDir,
     plain_pulls,
 )
-from nodus_cli.targets.docker import engine
+from nodus_cli.targets.docker import engine, http
 from nodus_cli.targets.docker.containers import (
     LABEL_HOME,
     LABEL_ITEM,
@@ -470,7 +470,7 @@ class LocalTarget(Target):
                 end = self._run_container(task, ctx, cid, spec, since)
             report = sampler.report()
             if task.item is None:  # a fan-out stage's driver sums its tasks' use up
-                self._report_usage(task, ctx, report)
+                self._report_usage(task, ctx, report, stopped=end.state == TaskState.STOPPED)
             return TaskEnd(end.state, end.exit_code, end.message, gpu_use=report)
         finally:
             with self._lock:
@@ -704,7 +704,11 @@ class LocalTarget(Target):
                 f"{scheme}://{host}:{p.host}{also}"
             )
 
-    def _report_usage(self, task: Task, ctx: TaskContext, report: UsageReport) -> None:
+    def _report_usage(
+        self, task: Task, ctx: TaskContext, report: UsageReport, stopped: bool = False
+    ) -> None:
+        """What the task did with its GPUs; never that they stayed idle when nodus stopped
+        it (cancelled, a budget): it had no time to use them."""
         label = _label(task)
         if not report.available:
             ctx.say(
@@ -720,7 +724,7 @@ class LocalTarget(Target):
                 for u in report.used
             )
             ctx.say(f"{label}: GPUs used: {detail}")
-        if report.idle:
+        if report.idle and not stopped:
             ctx.say(
                 f"warning: {label}: {_gpus(report.idle)} stayed idle (no "
                 "utilization, no memory allocated): a request is not proof of use; check that "
@@ -924,9 +928,9 @@ class _Nudge:
     def _watch(self, eng: engine.Engine) -> None:
         try:
             self._stream = eng.watch({"type": ["container"], "event": ["die", "destroy"]})
-            for _ in self._stream:
+            for _ in self._stream.documents():
                 self.poke()
-        except (engine.EngineFailure, OSError, ValueError):
+        except (engine.EngineFailure, http.Failure, OSError, ValueError):
             pass  # the waiting tasks still look every QUEUE_POLL_SECONDS
         finally:
             with self._changed:

@@ -92,12 +92,14 @@ def follow(
     locate: Callable[[str | None], Node | None],
     explain: Callable[[Stage, Node | None, str | None], str],
     explain_after: float,
+    on_start: Callable[[Task, TaskContext, Node | None], None] | None = None,
 ) -> TaskEnd:
     """Poll the task until it ends; stream its output; explain a pending task.
 
     ``node`` is the node the task is pinned to (None: a fan-out task, Swarm's to place);
     ``locate`` finds the node a task runs on by its Swarm id; ``explain`` says why a
-    task is pending (:func:`~nodus_cli.targets.swarm.pending.explain`, on the nodes now).
+    task is pending (:func:`~nodus_cli.targets.swarm.pending.explain`, on the nodes now);
+    ``on_start`` is called once when it starts, with the node it runs on.
     """
     follower: LogFollower | None = None
     explained = False
@@ -115,6 +117,8 @@ def follow(
                 running = True
                 ran_on = locate(doc.get("NodeID")) or node
                 ctx.started(started(task, doc, ran_on))
+                if on_start is not None:
+                    on_start(task, ctx, ran_on)
                 follower = LogFollower(partial(api.service_logs, service_id), ctx.emit)
                 if state not in ("complete", "failed"):
                     follower.start()

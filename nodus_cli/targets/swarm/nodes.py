@@ -8,6 +8,7 @@ configuration a supplier could offer.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +54,9 @@ class Node:
     name: str = ""
     #: The node's Docker Engine version ("20.10.24", "26.1.0").
     engine_version: str = ""
+    #: The address the node is reached at (Swarm's ``Status.Addr``; a manager's own
+    #: address when that says 0.0.0.0): where the routing mesh publishes ports on it.
+    addr: str = ""
 
     @property
     def key(self) -> str:
@@ -80,6 +84,7 @@ class Node:
             "price_per_hour": self.price_per_hour,
             "price_source": self.price_source,
             "arch": self.arch,
+            "addr": self.addr,
             "labels": {k: v for k, v in self.labels.items() if k.startswith("nodus.")},
             "problems": list(self.problems),
         }
@@ -165,7 +170,15 @@ def _node(
     if label_gpu:
         found = gpus.table().lookup(label_gpu)
         family = found.name if found else None
-        if family is None:
+        several = _models(label_gpu) if family is None else []
+        if len(several) > 1:
+            problems.append(
+                f"label {LABEL_GPU}={label_gpu} names {len(several)} GPU models "
+                f"({', '.join(several)}); a node's {GPU_KIND} generic resources cannot tell "
+                "models apart, so nodus offers a node's GPUs as one model: declare only one "
+                "model's GPUs and name it (`nodus swarm init-node`); its GPUs are not offered"
+            )
+        elif family is None:
             problems.append(
                 f"label {LABEL_GPU}={label_gpu} is not a GPU model nodus knows (`nodus gpus` "
                 "lists them): its GPUs are not offered"
@@ -208,7 +221,26 @@ def _node(
         labels=labels,
         problems=tuple(problems),
         engine_version=str(((desc.get("Engine") or {}).get("EngineVersion")) or ""),
+        addr=_address(raw),
     )
+
+
+def _address(raw: dict[str, Any]) -> str:
+    """Where the node is reached: ``Status.Addr``, else its manager address's host."""
+    addr = str((raw.get("Status") or {}).get("Addr") or "")
+    if addr in ("", "0.0.0.0"):
+        manager = str((raw.get("ManagerStatus") or {}).get("Addr") or "")
+        addr = manager.rpartition(":")[0] if ":" in manager else manager
+    return "" if addr == "0.0.0.0" else addr
+
+
+def _models(label: str) -> list[str]:
+    """The GPU models a label lists ("L4, T4", "L4/T4"), when every part is one."""
+    parts = [p for p in re.split(r"[,;/+&\s]+", label) if p]
+    found = [gpus.table().lookup(p) for p in parts]
+    if len(parts) < 2 or any(f is None for f in found):
+        return []
+    return list(dict.fromkeys(f.name for f in found if f is not None))
 
 
 def _price(labels: dict[str, str], catalog_path: str | None) -> tuple[float, str]:

@@ -59,11 +59,21 @@ def node_settings(
             "nvidia-smi reports no GPU on this machine: nothing to declare",
             hint="install the NVIDIA driver and nvidia-container-toolkit first",
         )
-    families = {g.family or g.product for g in found}
-    if len(families) > 1:
+    models: dict[str, list[str]] = {}
+    for g in found:
+        models.setdefault(g.family or g.product, []).append(g.uuid)
+    if len(models) > 1:
+        counts = ", ".join(f"{len(u)}× {m}" for m, u in models.items())
+        each = "; ".join(
+            f"{m}: " + ", ".join(f"NVIDIA-GPU={uuid}" for uuid in u) for m, u in models.items()
+        )
         raise NodusError(
-            f"this machine has several GPU models ({', '.join(sorted(families))}); a node "
-            "label can name only one: declare one model's GPUs by hand"
+            f"this machine has several GPU models ({counts}); a Swarm node offers its "
+            "NVIDIA-GPU generic resources as one model (they cannot be told apart, and "
+            "the nodus.gpu label names one), so nodus declares one model per node",
+            hint="choose one model and write its GPUs as node-generic-resources in "
+            f"daemon.json, with the label nodus.gpu=MODEL ({each}); the others stay outside "
+            "Swarm (the local target still runs on every model)",
         )
     unknown = [g.product for g in found if g.family is None]
     if unknown:

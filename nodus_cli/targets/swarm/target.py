@@ -125,8 +125,8 @@ class SwarmTarget(Target):
                 held = sorted(nodes, key=lambda n: (-n.gpus, -n.cpus, n.key))
                 sp.nearest = [Candidate(n.as_offer()) for n in held[:3]]
                 sp.notes.append(notes.cluster_holds(held))
-            sp.notes.extend(notes.stage_notes(stage))
-        plan.notes.extend(notes.run_notes(workload))
+            sp.notes.extend(notes.stage_notes(stage, nodes))
+        plan.notes.extend(notes.run_notes(workload, plan))
         plan.notes.extend(f"warning: {warning}" for warning in self.warnings)
         return plan
 
@@ -142,7 +142,7 @@ class SwarmTarget(Target):
         first = plan.stages[0].selected
         return Preparation(
             price_per_hour=first.offer.price_per_hour if first else 0.0,
-            notes=tuple(plan.notes),
+            notes=(*plan.notes, *notes.port_notes(workload, plan, self._usable())),
             warnings=(*self.warnings, *notes.warnings(workload)),
         )
 
@@ -251,7 +251,14 @@ class SwarmTarget(Target):
             locate=lambda node_id: placement.by_id(self._all_nodes(), node_id),
             explain=self.explain_pending,
             explain_after=self.explain_after,
+            on_start=self._say_ports,
         )
+
+    def _say_ports(self, task: Task, ctx: TaskContext, node: Node | None) -> None:
+        """Where a running task's published ports answer (on the terminal and in the log)."""
+        label = f"stage {task.stage.name}" + (f" item {task.item.index}" if task.item else "")
+        for port in task.stage.ports:
+            ctx.say(f"{label}: {notes.reachable(port, self._usable(), node)}")
 
     def explain_pending(self, stage: Stage, node: Node | None, err: str | None) -> str:
         """Say which requirement no node meets now, and the largest matching capacity."""

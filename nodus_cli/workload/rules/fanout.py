@@ -15,7 +15,7 @@ import stat
 from typing import Any
 
 from nodus_cli.workload.model import MAP_KEYS, MAX_MAP_ITEMS, MapSpec
-from nodus_cli.workload.report import Report, clip, toml
+from nodus_cli.workload.report import MAX_QUOTED, Report, clip, toml
 from nodus_cli.workload.rules import keys
 from nodus_cli.workload.rules.paths import host_path
 from nodus_cli.workload.rules.values import MAX_NUMBER
@@ -107,7 +107,7 @@ def _map_over(report: Report, raw: Any, key: Key) -> list[str] | None:
     path = host_path(report, raw, key)
     if path is None:
         return None
-    named = f'"{clip(raw)}" ({path})'
+    named = f'"{clip(raw)}" ({clip(str(path), MAX_QUOTED)})'
     try:
         info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):

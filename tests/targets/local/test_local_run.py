@@ -342,6 +342,23 @@ def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(nodus_env: Nodus) -> 
     assert by_uuid[idle]["used"] is False and by_uuid[idle]["samples"] >= 1
 
 
+def test_a_run_cancelled_early_is_not_warned_that_its_gpus_stayed_idle(
+    nodus_env: Nodus,
+) -> None:
+    # Stopped by nodus after a moment, it had no time to use them: no verdict on their use.
+    path = nodus_env.write(workload("early", "echo up; sleep 30", 'gpu = "H100"\ngpu_count = 2\n'))
+    proc = nodus_env.popen("run", path, gpus="h100x8")
+    read_until(proc, "main | up")
+    time.sleep(0.7)  # several samples (every 0.2 s here), all idle
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert "cancelled by SIGTERM" in err
+    assert "stayed idle" not in err and "stayed idle" not in nodus_env.run("logs").stdout
+    usage = nodus_env.runs()[0]["stages"][0]["gpu_usage"]
+    assert usage["sampled"] and all(g["samples"] >= 1 for g in usage["gpus"])  # still kept
+
+
 # -- recovery ----------------------------------------------------------------------------
 
 ONCE = (

@@ -260,6 +260,54 @@ def test_node_without_generic_resources_offers_no_gpu() -> None:
     assert any("no NVIDIA-GPU generic resources" in p for p in node.problems)
 
 
+@pytest.mark.parametrize("label", ["L4, T4", "L4/T4"])
+def test_a_node_labelled_with_several_models_is_no_model(label: str) -> None:
+    # Its NVIDIA-GPU generic resources cannot be told apart: a task reserving one could
+    # get either model, so nodus offers none of them rather than "L4, T4" as one model.
+    raw = {
+        "ID": "mixed",
+        "Description": {
+            "Hostname": "h",
+            "Resources": {
+                "NanoCPUs": 4e9,
+                "MemoryBytes": 8 << 30,
+                "GenericResources": [
+                    {"NamedResourceSpec": {"Kind": "NVIDIA-GPU", "Value": f"GPU-{i}"}}
+                    for i in range(3)
+                ],
+            },
+        },
+        "Spec": {"Labels": {"nodus.gpu": label}, "Role": "worker", "Availability": "active"},
+        "Status": {"State": "ready"},
+    }
+    node = swarm_nodes._node(raw, (0, 0.0, 0.0), None)
+    assert node.gpu is None and node.as_offer().gpu is None and node.gpus == 3
+    (problem,) = node.problems
+    assert problem.startswith(f"label nodus.gpu={label} names 2 GPU models (L4, T4); ")
+    assert "generic resources cannot tell models apart" in problem
+    assert problem.endswith("its GPUs are not offered")
+
+
+def test_init_node_on_a_machine_of_two_models_says_how_to_declare_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from docker_support import FAKE_BIN
+
+    from nodus_cli.errors import NodusError
+    from nodus_cli.targets.local import machine
+    from nodus_cli.targets.swarm import setup
+
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}:/usr/bin:/bin")
+    monkeypatch.setenv("NODUS_FAKE_GPUS", "mixed")
+    with pytest.raises(NodusError) as caught:
+        setup.node_settings(machine.query_gpus(), 1.0, None)
+    assert caught.value.message.startswith("this machine has several GPU models (2× L4, 1× T4)")
+    assert "so nodus declares one model per node" in caught.value.message
+    hint = caught.value.hint or ""
+    assert "L4: NVIDIA-GPU=GPU-de84ad31-ebe4-fc2d-5518-4b13a4c16e1c, NVIDIA-GPU=GPU-3a23" in hint
+    assert "T4: NVIDIA-GPU=GPU-6cf00fa7-59ac-16f2-3e83-d24ccdc56f84" in hint
+
+
 class FakeApi:
     """Just enough of SwarmApi for planning and the pending diagnosis."""
 
@@ -442,7 +490,9 @@ def test_plan_and_prepare_say_what_works_differently_on_swarm(tmp_path: Path) ->
         map=MapSpec(("a", "b")),
     )
     work = _workload(stage, output_dir="out")
-    api = FakeApi([raw_node("a", "gpu-a", "H100", 4), raw_node("b", "gpu-b", "H100", 0)], [])
+    a, b = raw_node("a", "gpu-a", "H100", 4), raw_node("b", "gpu-b", "H100", 0)
+    a["Status"]["Addr"], b["Status"]["Addr"] = "10.0.0.1", "10.0.0.2"
+    api = FakeApi([a, b], [])
     target = _target(api, tmp_path)
     plan = target.plan(work, no_history)
     notes = plan.stages[0].notes
@@ -452,7 +502,11 @@ def test_plan_and_prepare_say_what_works_differently_on_swarm(tmp_path: Path) ->
     )
     assert (
         "ports 8080->80/tcp, 5353->53/udp: published through the routing mesh, on every "
-        "node's address" in notes
+        "node's address (10.0.0.1, 10.0.0.2)" in notes
+    )
+    assert (
+        "mounts: the named volume(s) cache live on each node that runs a task (created there "
+        "when missing, kept after the run): another node has its own, not this one" in notes
     )
     assert (
         "fan-out: Swarm spreads the tasks over every node that can run them; each task gets "
@@ -476,7 +530,13 @@ def test_plan_and_prepare_say_what_works_differently_on_swarm(tmp_path: Path) ->
         "the stage and is removed there after the run; write results to storage the nodes "
         "share",
     )
-    assert prepared.notes == tuple(plan.notes)
+    assert prepared.notes == (  # said at submit: where the ports will answer
+        *plan.notes,
+        "stage main: port 80/tcp answers at http://10.0.0.1:8080 and on every other node's "
+        "address (10.0.0.2) (routing mesh)",
+        "stage main: port 53/udp answers at udp://10.0.0.1:5353 and on every other node's "
+        "address (10.0.0.2) (routing mesh)",
+    )
     assert prepared.price_per_hour == plan.stages[0].selected.offer.price_per_hour  # type: ignore[union-attr]
 
 
@@ -495,6 +555,29 @@ def test_stages_on_two_nodes_are_told_they_share_no_folder(tmp_path: Path) -> No
     again = Stage("again", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1))
     one = _target(api, tmp_path).plan(_workload(first, again), no_history)
     assert SEPARATE_WORK_DIRS not in one.notes
+
+
+def test_a_named_volume_of_stages_on_two_nodes_is_two_volumes(tmp_path: Path) -> None:
+    from nodus_cli.workload import Mount
+
+    api = FakeApi([raw_node("a", "gpu-a", "H100", 4), raw_node("b", "gpu-b", "A100", 4)], [])
+    cache = (Mount("cache", "/cache"),)
+    first = Stage("first", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1), mounts=cache)
+    second = Stage("second", IMAGE, None, {}, Requirements(gpu="A100", gpu_count=1), mounts=cache)
+    target = _target(api, tmp_path)
+    work = _workload(first, second)
+    plan = target.plan(work, no_history)
+    said = (
+        "named volume cache: its stages run on different nodes (first on node gpu-a; second "
+        "on node gpu-b), and a named volume lives on the node that mounts it: each node has "
+        "its own cache, so they do not see each other's files; share data through a bind "
+        "mount of storage every node mounts, or run them on one node"
+    )
+    assert said in plan.notes
+    assert said in target.prepare(work, plan).notes  # what `nodus run` prints
+    again = Stage("again", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=1), mounts=cache)
+    one = _target(api, tmp_path).plan(_workload(first, again), no_history)
+    assert not any(n.startswith("named volume cache") for n in one.notes)  # one node: one
 
 
 def test_a_stage_no_node_can_run_is_refused_with_the_unusable_nodes(tmp_path: Path) -> None:
@@ -852,6 +935,33 @@ def test_detached_gpu_run_service_spec_placement_and_records(
     shm = next(ln for ln in log.splitlines() if "shm=" in ln)
     assert " 128 " in shm  # /dev/shm: half of the 0.25 GiB memory limit
     assert cluster.service(run_id) == []  # removed once it completed
+
+
+@pytest.mark.swarm
+def test_a_detached_run_says_where_its_port_answers_at_submit_and_in_its_log(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    file = workload(
+        tmp_path,
+        'command = "echo up; sleep 2"\nports = ["18080:80"]\n'
+        "[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n",
+    )
+    started = nodus_swarm("run", file, "--target", "swarm", "--detach")
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip().splitlines()[-1]
+    # The plan puts a CPU stage on the cheaper node, the manager (10.213.0.1).
+    answers = (
+        "stage main: port 80/tcp answers at http://10.213.0.1:18080 and on every other node's "
+        "address (10.213.0.2) (routing mesh)"
+    )
+    try:
+        assert f"nodus: note: {answers}" in started.stderr  # at submit
+    finally:
+        run = wait_ended(nodus_swarm)
+    assert run["status"] == "succeeded", run
+    log = nodus_swarm("logs", run_id).stdout
+    assert f"nodus: {answers}" in log  # once it ran, in the run's log
+    assert cluster.service(run_id) == []
 
 
 @pytest.mark.swarm

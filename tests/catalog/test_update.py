@@ -12,12 +12,14 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import skypilot_real as real
 import skypilot_samples as samples
 from catalog_server import CatalogServer, Route, serving
 
@@ -119,11 +121,21 @@ def test_update_from_every_layout_replaces_the_catalog_in_use(
     assert set(by_name) == {"aws", "gcp", "runpod", "azure", "vast", "acme"}
     assert {n: s["rows"] for n, s in by_name.items()} == {
         "aws": 4,
-        "gcp": 5,
+        "gcp": 7,
         "runpod": 3,
         "azure": 3,
         "vast": 2,
         "acme": 3,
+    }
+    # Every row is accounted for: used in a configuration, or refused with line and reason.
+    for s in by_name.values():
+        assert s["rows_used"] + s["rows_refused"] == s["rows_read"], s["name"]
+        assert s["rows_refused"] == sum(g["rows"] for g in s["refused"])
+        assert s["configurations_refused"] == sum(g["configurations"] for g in s["refused"])
+    assert by_name["aws"]["rows_read"] == len(samples.AWS_V7.splitlines()) - 1
+    assert {g["reason"]: g["lines"] for g in by_name["aws"]["refused"]} == {
+        "not a GPU (Inferentia2)": [12],
+        "no on-demand price": [17],
     }
     assert by_name["aws"]["format"] == "skypilot" and by_name["acme"]["format"] == "nodus"
     assert by_name["aws"]["etag"] == '"v1"'
@@ -133,12 +145,15 @@ def test_update_from_every_layout_replaces_the_catalog_in_use(
     assert by_name["acme"]["bad_rows"] == 1
     (bad,) = by_name["acme"]["bad_row_examples"]
     assert bad == f"acme {urls[-1]}:4: price_per_hour is not a number: 'lots'"
-    assert doc["rows"] == 20
+    assert doc["rows"] == 22
 
-    # The updated catalog is the one in use now.
+    # The updated catalog is the one in use now: these sources' suppliers, and the
+    # embedded catalog's others.
     shown = json.loads(nodus(tmp_path, "catalog", "--json").stdout)
     assert shown["kind"] == "updated"
-    assert shown["rows"] == 20
+    embedded = catalog.embedded().offers
+    carried = {"aws", "gcp", "runpod", "azure", "vast"}
+    assert shown["rows"] == 22 + sum(1 for o in embedded if o.supplier not in carried)
     assert [s["name"] for s in shown["sources"]] == [
         "aws",
         "gcp",
@@ -147,10 +162,16 @@ def test_update_from_every_layout_replaces_the_catalog_in_use(
         "vast",
         "acme",
     ]
+    origins = {o["supplier"]: o["source"] for o in shown["origins"]}
+    assert origins["aws"] == "aws" and origins["acme"] == "acme"
+    assert origins["lambda"] == "embedded" and origins["oci"] == "embedded"
     human = nodus(tmp_path, "catalog").stdout
     assert "updated catalog" in human
     for line in ("aws", "gcp", urls[0], by_name["aws"]["fetched_at"]):
         assert line in human
+    assert "suppliers (where each one's offers come from):" in human
+    (lam,) = [ln for ln in human.splitlines() if ln.split()[:1] == ["lambda"]]
+    assert "embedded" in lam and "skypilot-org/skypilot-catalog@" in lam
     assert "`nodus catalog update` (stored under NODUS_HOME)" in human
 
     # State is private.
@@ -164,15 +185,26 @@ def test_plain_progress_lines_when_piped(tmp_path: Path, server: CatalogServer) 
     done = nodus(tmp_path, "catalog", "update", server.url(AWS))
     assert done.returncode == 0, done.stderr
     assert f"nodus: fetching aws from {server.url(AWS)}" in done.stderr
-    assert "nodus: aws: fetched 4 rows (skypilot), 1 without an on-demand price" in done.stderr
+    assert (
+        "nodus: aws: fetched 4 configurations (skypilot) from 14 of 16 rows; refused 2 rows "
+        "(2 configurations)"
+    ) in done.stderr
+    assert "nodus: replacing aws: 559 configurations from embedded by 4 from aws" in done.stderr
     assert "updated: 4 configurations from 1 source now in use" in done.stdout
+    assert "left out: not a GPU (Inferentia2): 1 row (1 configuration), line 12" in done.stdout
+    assert "left out: no on-demand price: 1 row (1 configuration), line 17" in done.stdout
+    done = nodus(tmp_path, "catalog", "update", server.url(ACME))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "bad rows: price_per_hour is not a number: 'lots': 1 row (1 configuration), line 4"
+    ) in done.stdout
     assert "\x1b[" not in done.stderr  # not a terminal: no progress bar
 
 
 def test_plans_use_the_updated_catalog_and_the_flags_still_win(
     tmp_path: Path, server: CatalogServer
 ) -> None:
-    assert update_json(tmp_path, server.url(ACME))[0] == 0
+    assert update_json(tmp_path, "--replace", server.url(ACME))[0] == 0
     wf = tmp_path / "w.toml"
     wf.write_text('name = "w"\nimage = "busybox"\ncommand = "true"\ngpu = "L4"\n')
     doc = json.loads(nodus(tmp_path, "plan", "--json", str(wf)).stdout)
@@ -232,14 +264,85 @@ def test_last_modified_alone_is_enough_for_a_304(tmp_path: Path, server: Catalog
     assert doc["sources"][0]["last_result"] == "not modified"
 
 
-def test_a_subset_of_sources_replaces_the_whole_catalog(
+def test_a_source_refreshes_the_suppliers_it_carries_and_leaves_the_others(
+    tmp_path: Path, server: CatalogServer
+) -> None:
+    """Issue 18, defect 9: one 2-row source no longer turns the catalog into 2 rows."""
+    first_update(tmp_path, server)  # aws (4 rows) and acme (3)
+    mine = samples.NODUS_CSV.splitlines()[0] + (
+        "\nmycloud,m1,H100,8,80,192,2048,us-east-1,20.0,,x86_64\n"
+        "mycloud,m2,,0,,8,32,us-east-1,0.2,,x86_64\n"
+    )
+    server.routes["/mycloud.csv"] = Route(mine.encode())
+    code, doc = update_json(tmp_path, server.url("/mycloud.csv"))
+    assert code == 0, doc
+    assert doc["kept_sources"] == ["aws", "acme"] and doc["embedded_rest"] is True
+    assert doc["changes"] == [
+        {"supplier": "mycloud", "before": None, "after": {"source": "mycloud", "rows": 2}}
+    ]
+    cat = json.loads(nodus(tmp_path, "catalog", "--json").stdout)
+    assert [s["name"] for s in cat["sources"]] == ["mycloud", "aws", "acme"]
+    origins = {o["supplier"]: (o["source"], o["rows"]) for o in cat["origins"]}
+    assert origins["mycloud"] == ("mycloud", 2) and origins["aws"] == ("aws", 4)
+    assert origins["acme"] == ("acme", 3)
+    assert len(origins) == 21  # 19 embedded suppliers (aws from its source), acme, mycloud
+    embedded = catalog.embedded().offers
+    assert cat["rows"] == 2 + 4 + 3 + sum(1 for o in embedded if o.supplier != "aws")
+    assert len([n for n in snapshot(tmp_path) if n.startswith("offers-")]) == 1  # old one gone
+
+
+def test_replace_makes_the_sources_the_whole_catalog_and_says_what_goes(
     tmp_path: Path, server: CatalogServer
 ) -> None:
     first_update(tmp_path, server)
-    assert update_json(tmp_path, server.url(ACME))[0] == 0
+    done = nodus(tmp_path, "catalog", "update", "--replace", server.url(ACME))
+    assert done.returncode == 0, done.stderr
+    assert "--replace: the catalog in use will hold only the suppliers these sources carry" in (
+        done.stderr
+    )
+    assert "nodus: removing aws: its 4 configurations from aws (nothing supplies it now)" in (
+        done.stderr
+    )
+    assert "nodus: removing lambda: its 110 configurations from embedded" in done.stderr
     cat = json.loads(nodus(tmp_path, "catalog", "--json").stdout)
     assert [s["name"] for s in cat["sources"]] == ["acme"]
+    assert cat["rows"] == 3 and [o["supplier"] for o in cat["origins"]] == ["acme"]
     assert len([n for n in snapshot(tmp_path) if n.startswith("offers-")]) == 1  # old one gone
+    # A later update, without --replace, keeps it so: the embedded catalog stays out.
+    code, doc = update_json(tmp_path, server.url(AWS))
+    assert code == 0 and doc["embedded_rest"] is False and doc["kept_sources"] == ["acme"]
+
+
+def test_what_an_update_removes_is_said_before_it_is_in_use(
+    tmp_path: Path, server: CatalogServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NODUS_HOME", str(tmp_path / "state"))
+    catalog_update.update([Source("aws", server.url(AWS))], retries=0)
+    before = snapshot(tmp_path)
+    seen: list[tuple[list[str], bool]] = []
+
+    class Watch(catalog_sources.Silent):
+        def changing(self, changes: object) -> None:
+            assert isinstance(changes, list)
+            removed = [c.supplier for c in changes if c.removed]
+            seen.append((removed, snapshot(tmp_path) == before))
+
+    result = catalog_update.update(
+        [Source("acme", server.url(ACME))], retries=0, reporter=Watch(), replace=True
+    )
+    ((removed, untouched),) = seen
+    assert untouched  # said while the catalog in use was still the one before
+    assert "aws" in removed and "acme" not in removed
+    assert [c.supplier for c in result.changes if c.removed] == removed
+    assert snapshot(tmp_path) != before
+
+
+def test_two_sources_may_not_carry_one_supplier(tmp_path: Path, server: CatalogServer) -> None:
+    before = first_update(tmp_path, server)
+    done = nodus(tmp_path, "catalog", "update", server.url(ACME), f"copy={server.url(ACME)}")
+    assert done.returncode == 1
+    assert "sources acme and copy both carry the supplier 'acme'" in done.stderr
+    assert snapshot(tmp_path) == before
 
 
 def test_names_come_from_the_path_or_name_equals_url(tmp_path: Path, server: CatalogServer) -> None:
@@ -265,7 +368,7 @@ def test_default_sources_come_from_the_configuration(tmp_path: Path, server: Cat
     assert [s["name"] for s in doc["sources"]] == ["aws", "mine"]
     done = nodus(tmp_path, "catalog", "update", "ftp://example.com/x.csv")
     assert done.returncode == 2
-    assert "is not an http(s) URL" in done.stderr
+    assert "is not an http(s) or file URL, or a path" in done.stderr
 
 
 # -- failures: named, exit 1, the catalog in use untouched -----------------------------------
@@ -293,14 +396,14 @@ def test_retries_back_off_exponentially_and_stop_at_the_bound(
     server.routes["/busy.csv"] = Route(status=503)
     waits: list[float] = []
     source = Source("busy", server.url("/busy.csv"))
-    with catalog_sources.client(5.0) as http, pytest.raises(SourceError) as caught:
+    with catalog_sources.client() as http, pytest.raises(SourceError) as caught:
         catalog_sources.fetch(http, source, retries=3, backoff=0.25, sleep=waits.append)
     assert waits == [0.25, 0.5, 1.0]
     assert len(server.hits("/busy.csv")) == 4
     assert "failed after 4 attempts: HTTP 503" in caught.value.message
     assert caught.value.source == source
     # 404 is not worth another attempt.
-    with catalog_sources.client(5.0) as http, pytest.raises(SourceError, match="HTTP 404"):
+    with catalog_sources.client() as http, pytest.raises(SourceError, match="HTTP 404"):
         catalog_sources.fetch(http, Source("x", server.url("/nope.csv")), sleep=waits.append)
     assert len(server.hits("/nope.csv")) == 1
 
@@ -340,8 +443,68 @@ def test_a_server_that_never_answers_times_out(tmp_path: Path, server: CatalogSe
     )
     assert time.monotonic() - start < 20
     assert done.returncode == 1
-    assert "failed after 1 attempt: timed out (0.3 s)" in done.stderr
+    assert f"source aws ({server.url(AWS)}) gave up after 1 attempt in 0.3 s" in done.stderr
+    assert "no answer within 0.3 s" in done.stderr
     assert snapshot(tmp_path) == before
+
+
+@pytest.fixture
+def mute() -> Iterator[str]:
+    """A socket that accepts connections and never answers (nor closes them)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/catalogs/v7/aws/vms.csv"
+    finally:
+        stop.set()
+        thread.join(2)
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def test_a_source_that_never_answers_is_bounded_retries_included(tmp_path: Path, mute: str) -> None:
+    """Defect 10: the whole attempt, retries included, within [catalog] timeout, which the
+    message names; the default is well under a minute."""
+    assert config.CatalogConfig().timeout == 30.0
+    (tmp_path / "config.toml").write_text("[catalog]\ntimeout = 1.5\n")
+    start = time.monotonic()
+    done = nodus(tmp_path, "catalog", "update", mute)  # the default 3 retries
+    took = time.monotonic() - start
+    assert done.returncode == 1
+    assert took < 15  # 1.5 s and the interpreter's start
+    assert f"source aws ({mute}) gave up after" in done.stderr
+    assert "in 1.5 s, the time a source may take" in done.stderr
+    assert "attempt 1 failed (no answer within 0.375 s); retrying" in done.stderr
+    assert "`timeout = 60` in [catalog] of config.toml, or --timeout" in done.stderr
+
+
+def test_the_bound_covers_every_attempt_and_pause(mute: str) -> None:
+    waits: list[float] = []
+    start = time.monotonic()
+    with catalog_sources.client() as http, pytest.raises(SourceError) as caught:
+        catalog_sources.fetch(
+            http, Source("aws", mute), timeout=1.0, retries=3, backoff=0.1, sleep=waits.append
+        )
+    assert time.monotonic() - start < 1.5
+    # Each attempt waits its share of the time left (1/4, then 1/3 of what is left, ...);
+    # the third pause would end past the bound: no fourth attempt.
+    assert waits == [0.1, 0.2]
+    assert "gave up after 3 attempts in 1 s, the time a source may take" in caught.value.message
 
 
 def test_a_download_cut_short_is_never_used(tmp_path: Path, server: CatalogServer) -> None:
@@ -459,3 +622,52 @@ print("ok")
         [sys.executable, "-c", code], capture_output=True, text=True, env=env(tmp_path), check=False
     )
     assert done.stdout.strip() == "ok", done.stderr
+
+
+# -- local files (issue 18, defect 8) ---------------------------------------------------------
+
+
+def test_a_local_file_is_a_source(tmp_path: Path) -> None:
+    folder = tmp_path / "downloads" / "aws"
+    folder.mkdir(parents=True)
+    (folder / "vms.csv").write_text(real.read("aws_v8.csv"), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "nodus_cli", "catalog", "update", "--json", "./aws/vms.csv"],
+        capture_output=True,
+        text=True,
+        env=env(tmp_path),
+        cwd=folder.parent,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (source,) = json.loads(done.stdout)["sources"]
+    assert source["name"] == "aws" and source["suppliers"] == ["aws"]
+    assert source["url"] == (folder / "vms.csv").resolve().as_uri()
+    assert source["rows_read"] == 11 and source["rows_refused"] == 0
+    # Unchanged, it is not read again; a file:// URL works as well as a path.
+    code, doc = update_json(tmp_path, f"aws={(folder / 'vms.csv').as_uri()}")
+    assert code == 0 and doc["sources"][0]["last_result"] == "not modified"
+
+
+def test_a_downloaded_vms_csv_must_be_named(tmp_path: Path) -> None:
+    (tmp_path / "vms.csv").write_text(real.read("lambda_v8.csv"), encoding="utf-8")
+    done = nodus(tmp_path, "catalog", "update", str(tmp_path / "vms.csv"))
+    assert done.returncode == 2
+    assert "does not say whose prices it holds" in done.stderr
+    assert f"hint: name its supplier: aws={tmp_path / 'vms.csv'}" in done.stderr
+    code, doc = update_json(tmp_path, f"lambda={tmp_path / 'vms.csv'}")
+    assert code == 0, doc
+    assert doc["sources"][0]["suppliers"] == ["lambda"]
+
+
+def test_paths_in_the_configuration_are_from_its_folder(tmp_path: Path) -> None:
+    (tmp_path / "prices").mkdir()
+    (tmp_path / "prices" / "acme.csv").write_text(samples.NODUS_CSV, encoding="utf-8")
+    (tmp_path / "config.toml").write_text('[catalog]\nsources = ["prices/acme.csv"]\n')
+    code, doc = update_json(tmp_path)
+    assert code == 0, doc
+    assert doc["sources"][0]["name"] == "acme"
+    done = nodus(tmp_path, "catalog", "update", str(tmp_path / "nope" / "x.csv"))
+    assert done.returncode == 1
+    assert f"source x ({tmp_path / 'nope' / 'x.csv'}) cannot be read: No such file" in done.stderr

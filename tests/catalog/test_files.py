@@ -1,4 +1,5 @@
-"""The embedded catalog and user catalogs: canonical GPU names, nominal memory, bad rows."""
+"""Catalog files: the embedded catalog and its build, files nodus writes, ``--catalog``
+files (every bad row with its line number, never a traceback)."""
 
 from __future__ import annotations
 
@@ -6,22 +7,22 @@ import csv
 import json
 import subprocess
 import sys
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 
 import pytest
 from paths import REPO
 
 from nodus_cli import catalog
-from nodus_cli.catalog import CatalogError, Offer
+from nodus_cli.catalog import CatalogError, Offer, files
 from nodus_cli.hardware import gpus
 
+#: The sourced data the embedded catalog is built from (provenance: SOURCES.md beside it).
+OFFERS = REPO / "tools" / "catalog" / "offers.csv"
 HEADER = (
     "supplier,machine_id,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,region,"
     "price_per_hour,spot_price_per_hour,arch\n"
 )
-#: The sourced data the embedded catalog is built from (provenance: SOURCES.md beside it).
-OFFERS = REPO / "tools" / "catalog" / "offers.csv"
 
 
 def write_catalog(tmp_path: Path, rows: str, header: str = HEADER, name: str = "c.csv") -> Path:
@@ -34,58 +35,7 @@ def load(tmp_path: Path, rows: str, header: str = HEADER) -> tuple[Offer, ...]:
     return catalog.load_user_catalog(write_catalog(tmp_path, rows, header)).offers
 
 
-# -- canonical GPU names and nominal memory -------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("spelled", "memory", "family", "nominal"),
-    [
-        ("H100", "80", "H100", 80.0),
-        ("NVIDIA H100 80GB HBM3", "79.6", "H100", 80.0),  # nvidia-smi spelling
-        ("H100-SXM", "", "H100", 80.0),  # form factor
-        ("H100-NVL", "", "H100", 94.0),  # the variant names the memory
-        ("A100-80GB", "", "A100", 80.0),  # memory taken from the variant
-        ("A100", "40", "A100", 40.0),
-        ("A100", "", "A100", 40.0),  # no figure: the smallest variant, never over-claim
-        ("A10G", "22.4", "A10G", 24.0),  # AWS under-reports: 22888 MiB is the 24 GB model
-        ("L40S", "44.7", "L40S", 48.0),
-        ("V100-32GB", "", "V100", 32.0),
-        ("RTX4090", "24", "RTX 4090", 24.0),
-        ("RTXA6000", "48", "RTX A6000", 48.0),
-    ],
-)
-def test_supplier_spellings_are_canonicalized(
-    tmp_path: Path, spelled: str, memory: str, family: str, nominal: float
-) -> None:
-    (offer,) = load(tmp_path, f"acme,m1,{spelled},1,{memory},8,32,us-east-1,1.5,,x86_64\n")
-    assert offer.gpu == family
-    assert offer.gpu_memory_gb == nominal
-
-
-def test_machine_ids_that_name_the_model_win_over_a_merged_accelerator_name(
-    tmp_path: Path,
-) -> None:
-    (offer,) = load(tmp_path, "vast,2x-RTX_4070S_Ti-32-65536,RTX4070,2,12,32,64,US,0.5,,x86_64\n")
-    assert offer.gpu == "RTX 4070 Ti SUPER"
-    assert offer.gpu_memory_gb == 16.0
-
-
-def test_a_user_catalog_row_parses_into_every_field(tmp_path: Path) -> None:
-    (offer,) = load(tmp_path, "aws,p5.48xlarge,H100,8,80,192,2048,us-east-1,98.32,20.99,x86_64\n")
-    assert offer == Offer(
-        supplier="aws",
-        machine_id="p5.48xlarge",
-        region="us-east-1",
-        gpu="H100",
-        gpu_count=8,
-        gpu_memory_gb=80.0,
-        vcpus=192.0,
-        memory_gb=2048.0,
-        disk_gb=None,
-        arch="x86_64",
-        price_per_hour=98.32,
-        spot_price_per_hour=20.99,
-    )
+# -- user catalogs -----------------------------------------------------------------------
 
 
 def test_extra_columns_are_ignored_and_disk_is_read_when_present(tmp_path: Path) -> None:
@@ -113,12 +63,6 @@ def test_columns_may_come_in_any_order_with_a_bom_and_spaces(tmp_path: Path) -> 
     )
 
 
-def test_rows_without_a_gpu_are_cpu_only(tmp_path: Path) -> None:
-    (offer,) = load(tmp_path, "aws,c7i.8xlarge,,0,,32,64,us-east-1,1.43,,x86_64\n")
-    assert offer.gpu is None
-    assert offer.gpu_count == 0
-
-
 def test_spot_only_rows_are_left_out_and_counted(tmp_path: Path) -> None:
     path = write_catalog(
         tmp_path,
@@ -128,9 +72,6 @@ def test_spot_only_rows_are_left_out_and_counted(tmp_path: Path) -> None:
     cat = catalog.load_user_catalog(path)
     assert [o.machine_id for o in cat.offers] == ["p5.48xlarge"]
     assert cat.meta["dropped"] == {"no on-demand price": 1}
-
-
-# -- bad catalogs: every bad row with its line number, never a traceback ----------------------
 
 
 def test_bad_rows_are_reported_with_their_line_numbers(tmp_path: Path) -> None:
@@ -211,29 +152,6 @@ def test_many_bad_rows_are_summarized(tmp_path: Path) -> None:
     assert "... and 10 more" in caught.value.message
 
 
-# -- which catalog is in use ----------------------------------------------------------------
-
-
-def test_load_prefers_the_argument_then_nodus_catalog_then_the_embedded_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    one = write_catalog(tmp_path, "a,m1,H100,1,80,8,32,us,1,,x86_64\n", name="one.csv")
-    two = write_catalog(tmp_path, "b,m2,H100,1,80,8,32,us,1,,x86_64\n", name="two.csv")
-    monkeypatch.setenv("NODUS_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("NODUS_CATALOG", raising=False)
-    assert catalog.load().path == str(catalog.embedded_path())
-    assert catalog.load().chosen_by == "default"
-    monkeypatch.setenv("NODUS_CATALOG", str(two))
-    assert catalog.load().offers[0].supplier == "b"
-    assert catalog.load().chosen_by == "NODUS_CATALOG"
-    assert catalog.load(str(one)).offers[0].supplier == "a"
-    assert catalog.load(str(one)).chosen_by == "--catalog"
-    today = datetime.now(UTC).date()
-    assert catalog.load(str(one)).label == f"user catalog one.csv (file of {today})"
-    monkeypatch.setenv("NODUS_CATALOG", "")
-    assert catalog.load().path == str(catalog.embedded_path())
-
-
 # -- the embedded catalog --------------------------------------------------------------------
 
 
@@ -302,24 +220,17 @@ def test_vast_sizes_are_minimums_and_others_are_exact() -> None:
     assert catalog.embedded().meta["host_size_minimum"].keys() == {"vast"}
 
 
-def test_host_size_column_and_supplier_rule(tmp_path: Path) -> None:
-    header = HEADER.rstrip("\n") + ",host_size\n"
-    rows = (
-        "vast,1x-H100_SXM-32-65536,H100,1,80,32,64,US,2.0,,x86_64,\n"  # the supplier rule
-        "vast,1x-H200-32-65536,H200,1,141,32,64,US,3.0,,x86_64,exact\n"  # said otherwise
-        "acme,big,,0,,64,256,us-east-1,1.0,,x86_64,minimum\n"  # said explicitly
-        "acme,small,,0,,4,8,us-east-1,0.1,,x86_64,\n"
+def test_a_region_has_no_empty_parts() -> None:
+    # SkyPilot's vast.ai file writes a region without a state as ", US, NA".
+    from nodus_cli.catalog import rows
+
+    cells = rows.check(
+        ["vast", "2x-H100", ", US, NA", "H100", "2", "80", "32", "64", "", "x86_64", "3.7", "", ""]
     )
-    minimum = {o.machine_id: o.size_is_minimum for o in load(tmp_path, rows, header)}
-    assert minimum == {
-        "1x-H100_SXM-32-65536": True,
-        "1x-H200-32-65536": False,
-        "big": True,
-        "small": False,
-    }
-    path = write_catalog(tmp_path, "acme,x,,0,,4,8,us,1,,x86_64,roughly\n", header, "bad.csv")
-    with pytest.raises(CatalogError, match=r'bad\.csv:2: host_size must be "exact", "minimum"'):
-        catalog.load_user_catalog(path)
+    assert cells is not None and cells[2] == "US, NA"
+    regions = [o.region for o in catalog.embedded().offers if o.supplier == "vast"]
+    assert "US, NA" in regions
+    assert not [r for r in regions if r.startswith(",") or ", ," in r or r.endswith(",")]
 
 
 def test_embedded_catalog_knows_the_quirks() -> None:
@@ -360,30 +271,6 @@ def test_build_tool_takes_another_as_of_date(tmp_path: Path) -> None:
     assert done.returncode == 2 and "YYYY-MM-DD" in done.stderr
 
 
-def test_row_cells_follow_the_rules_of_parse_row() -> None:
-    """The update's validator (text in, canonical text out) and --catalog's agree, row by
-    row, on every transcribed row, and on what they reject."""
-    with OFFERS.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    for row in rows:
-        offer = catalog.parse_row(row)
-        cells = catalog.row_cells(
-            *(row[c] for c in ("supplier", "machine_id", "region", "gpu", "gpu_count")),
-            *(row[c] for c in ("gpu_memory_gb", "vcpus", "memory_gb", "price_per_hour")),
-            row["spot_price_per_hour"],
-            row["arch"],
-        )
-        assert (cells is None) == (offer is None), row
-        if cells is not None:
-            assert catalog.offer_from_cells(cells) == offer
-    bad = {"supplier": "aws", "machine_id": "x", "gpu": "H100", "gpu_count": "1.5"}
-    with pytest.raises(ValueError, match="gpu_count must be a whole number") as one:
-        catalog.parse_row(bad)
-    with pytest.raises(ValueError) as other:
-        catalog.row_cells("aws", "x", "", "H100", "1.5", "", "", "", "1", "")
-    assert str(one.value) == str(other.value)
-
-
 def test_offers_csv_as_a_user_catalog_equals_the_embedded_catalog() -> None:
     """One canonicalization for both: the build tool and --catalog use parse_row."""
     user = catalog.load_user_catalog(OFFERS)
@@ -391,33 +278,22 @@ def test_offers_csv_as_a_user_catalog_equals_the_embedded_catalog() -> None:
     assert user.meta["dropped"] == catalog.embedded().meta["dropped"]
 
 
-# -- machine IDs --------------------------------------------------------------------------------
+def test_what_nodus_writes_it_reads_back(tmp_path: Path) -> None:
+    offers = catalog.embedded().offers
+    path = tmp_path / "offers.csv"
+    cells = [catalog.check(row) for row in _cells(catalog.embedded_path())]
+    path.write_bytes(files.write_rows(c for c in cells if c is not None))
+    assert files.read_canonical(path) == offers
+    assert path.read_bytes() == catalog.embedded_path().read_bytes()  # one layout
+    odd = ("acme", "m,1", 'us "east"', "", "0", "0", "2", "4", "", "x86_64", "1", "", "")
+    path.write_bytes(files.write_rows([odd]))
+    (offer,) = files.read_canonical(path)
+    assert (offer.machine_id, offer.region) == ("m,1", 'us "east"')
 
 
-def test_machine_ids_are_recognised() -> None:
-    offer = catalog.find_machine("P4D.24xlarge")
-    assert offer is not None
-    assert (offer.supplier, offer.gpu, offer.gpu_count, offer.gpu_memory_gb) == (
-        "aws",
-        "A100",
-        8,
-        40.0,
-    )
-    text = catalog.describe_machine("p4d.24xlarge")
-    assert text is not None
-    assert "8× A100" in text
-    assert 'gpu = "A100", gpu_count = 8, peak_memory_gb = 40' in text
-
-
-def test_a_machine_id_with_several_gpu_setups_lists_them() -> None:
-    # GCP's n1 types take different GPUs attached: no single answer.
-    assert catalog.find_machine("n1-standard-4") is None
-    assert len(catalog.machine_configurations("n1-standard-4")) > 1
-    text = catalog.describe_machine("n1-standard-4")
-    assert text is not None
-    assert "T4" in text and "V100" in text
-
-
-def test_unknown_machine_id() -> None:
-    assert catalog.find_machine("z9.mega") is None
-    assert catalog.describe_machine("z9.mega") is None
+def _cells(path: Path) -> list[list[str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        header = next(reader)
+        order = [header.index(c) for c in catalog.COLUMNS]
+        return [[row[i] for i in order] for row in reader]
