@@ -45,7 +45,8 @@ from nodus_cli.api.targets import CATALOG, target_names
 from nodus_cli.errors import InvalidWorkload, NodusError, UsageError
 
 if TYPE_CHECKING:
-    from nodus_cli.api.calls import Call, Calls, InFlight
+    from nodus_cli.api.calling import InFlight
+    from nodus_cli.api.calls import Call, Calls
     from nodus_cli.catalog.market import Market
     from nodus_cli.planning.planner import Plan, RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
@@ -175,7 +176,7 @@ class Client:
     @property
     def _inflight(self) -> InFlight:
         if self._inflight_ is None:
-            from nodus_cli.api.calls import InFlight
+            from nodus_cli.api.calling import InFlight
 
             self._inflight_ = InFlight()
         return self._inflight_
@@ -286,7 +287,7 @@ class Client:
         from nodus_cli.workload import normalize
 
         if "fn" in arguments:
-            from nodus_cli.api.calls import function_workload
+            from nodus_cli.api.calling import function_workload
 
             return function_workload(self, arguments["fn"], arguments)
 
@@ -396,7 +397,7 @@ class Client:
             **other,
         }
         if fn is not None or "args" in other or kwargs is not None:
-            from nodus_cli.api.calls import submit
+            from nodus_cli.api.calling import submit
 
             called = {**arguments, "queue": queue}
             return submit(self, fn, args, kwargs, called, retries)  # type: ignore[arg-type]
@@ -440,7 +441,7 @@ class Client:
         ``fn=``: call the function once per item, ``fn(item)``; returns its
         :class:`~nodus_cli.api.calls.Calls`, one future per item."""
         if fn is not None:
-            from nodus_cli.api.calls import submit_map
+            from nodus_cli.api.calling import submit_map
 
             retries = int(arguments.pop("retries", 0) or 0)
             return submit_map(self, fn, items, arguments, parallel, retries)
