@@ -23,15 +23,18 @@ and nvidia-smi (``bash tests/harness/engine.sh up``). Not collected by pytest.
 Run: python benchmarks/functions.py [--items 500] [--rounds 9] [--skip-memory]
 
 Measured on the 2-core shared development machine (Docker 20.10, load average about 1-2
-from other users), one run:
+from other users), one run (on top of main with issues 17-20 merged):
 
-    map of 500 calls, 4 stand-in GPUs: warm workers 1.9 s (268.6 calls/s), one container
-    per item 92.4 s (5.4 calls/s): 49.6x (goal: at least 10x); nodus's own CPU per call
-    1.2 ms
-    round trip: client.run(fn=...).result() median 342 ms, docker run --rm python3 -c
-    median 311 ms: 1.10x (goal: at most 1.3x)
-    1 GiB result: the caller's peak memory 1.04x the value (goal: at most 1.5x);
-    1 GiB argument: 1.04x
+    map of 500 calls, 4 stand-in GPUs: warm workers 1.8 s (273.0 calls/s), one container
+    per item 95.1 s (5.3 calls/s): 52.0x (goal: at least 10x); nodus's own CPU per call
+    1.1 ms
+    round trip: client.run(fn=...).result() median 331 ms, docker run --rm python3 -c
+    median 320 ms: 1.03x (goal: at most 1.3x)
+    1 GiB result: the caller's peak memory 1.03x the value (goal: at most 1.5x);
+    1 GiB argument: 1.03x
+
+On the harness image itself (no byte code) the round trip was about 1.6x: each container
+then compiles what the runtime imports (pickle, json, cloudpickle's modules), about 0.1 s.
 """
 
 from __future__ import annotations
