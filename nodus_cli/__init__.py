@@ -14,10 +14,16 @@ from typing import TYPE_CHECKING, Any
 from nodus_cli.version import VERSION as __version__
 
 __all__ = [
+    "Call",
+    "CallFailed",
+    "CallResult",
+    "Calls",
     "Client",
+    "Function",
     "InvalidWorkload",
     "ItemResult",
     "NodusError",
+    "RemoteError",
     "Requirements",
     "Run",
     "RunResult",
@@ -25,15 +31,26 @@ __all__ = [
     "StageResult",
     "StageStatus",
     "__version__",
+    "function",
 ]
 
 if TYPE_CHECKING:
+    from nodus_cli.api.calls import Call, CallResult, Calls
     from nodus_cli.api.client import Client, Requirements
+    from nodus_cli.api.functions import Function, function
     from nodus_cli.api.runs import ItemResult, Run, RunResult, StageResult
-    from nodus_cli.errors import InvalidWorkload, NodusError
+    from nodus_cli.errors import CallFailed, InvalidWorkload, NodusError
+    from nodus_cli.functions.outcome import RemoteError
     from nodus_cli.records.model import RunStatus, StageStatus
 
 _WHERE = {
+    "Function": "nodus_cli.api.functions",
+    "function": "nodus_cli.api.functions",
+    "Call": "nodus_cli.api.calls",
+    "CallFailed": "nodus_cli.errors",
+    "CallResult": "nodus_cli.api.calls",
+    "Calls": "nodus_cli.api.calls",
+    "RemoteError": "nodus_cli.functions.outcome",
     "Client": "nodus_cli.api.client",
     "ItemResult": "nodus_cli.api.runs",
     "Requirements": "nodus_cli.api.client",

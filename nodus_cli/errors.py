@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 __all__ = [
+    "CallFailed",
     "InvalidInput",
     "InvalidWorkload",
     "NodusError",
@@ -101,6 +102,26 @@ class OverBudget(NodusError):
     """A budget or a spending limit refuses or stopped the run (exit 4)."""
 
     default_exit_code = EXIT_BUDGET
+
+
+class CallFailed(NodusError):
+    """A Python function call ended without a value or an exception of its own: out of
+    memory, stopped, over budget, an image without (the right) Python, a failed
+    dependency (exit 1). ``run_id`` names its run (None when it was never recorded) and
+    ``call`` the function (``module.qualname``)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        call: str,
+        run_id: str | None = None,
+        hint: str | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        super().__init__(message, exit_code=exit_code, hint=hint)
+        self.call = call
+        self.run_id = run_id
 
 
 class InvalidWorkload(InvalidInput, ValueError):

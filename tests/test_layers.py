@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("catalog", ("nodus_cli.catalog",)),
     ("workload", ("nodus_cli.workload",)),
     ("planning", ("nodus_cli.planning",)),
+    ("functions", ("nodus_cli.functions",)),
     ("records", ("nodus_cli.records",)),
     ("targets", ("nodus_cli.targets",)),
     ("run", ("nodus_cli.run",)),

@@ -15,9 +15,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from nodus_cli.api.calls import Call, CallResult, Calls
     from nodus_cli.api.client import Client, Executed, Prepared, Requirements
+    from nodus_cli.api.functions import Function, function
     from nodus_cli.api.runs import ItemResult, LogView, Run, RunResult, StageResult
     from nodus_cli.api.targets import CATALOG, target_names
+    from nodus_cli.errors import CallFailed
+    from nodus_cli.functions.outcome import RemoteError
     from nodus_cli.records.logs import LogLine, Stream
     from nodus_cli.records.model import RunStatus, StageStatus
     from nodus_cli.run.reconcile import Stopped, StopResult
@@ -26,8 +30,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CATALOG",
+    "Call",
+    "CallFailed",
+    "CallResult",
+    "Calls",
     "Client",
     "Executed",
+    "Function",
     "GroupSpend",
     "ItemResult",
     "LogLine",
@@ -35,6 +44,7 @@ __all__ = [
     "PeriodSpend",
     "Prepared",
     "Progress",
+    "RemoteError",
     "Report",
     "Requirements",
     "Run",
@@ -46,11 +56,19 @@ __all__ = [
     "StopResult",
     "Stopped",
     "Stream",
+    "function",
     "target_names",
 ]
 
 _WHERE = {
+    "Function": "nodus_cli.api.functions",
+    "function": "nodus_cli.api.functions",
     "CATALOG": "nodus_cli.api.targets",
+    "Call": "nodus_cli.api.calls",
+    "CallFailed": "nodus_cli.errors",
+    "CallResult": "nodus_cli.api.calls",
+    "Calls": "nodus_cli.api.calls",
+    "RemoteError": "nodus_cli.functions.outcome",
     "Client": "nodus_cli.api.client",
     "Executed": "nodus_cli.api.client",
     "GroupSpend": "nodus_cli.run.spending",

@@ -35,16 +35,18 @@ of quotes, which plans but never runs.
 from __future__ import annotations
 
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from nodus_cli.api.runs import ItemResult, LogView, Run, RunResult, StageResult
 from nodus_cli.api.targets import CATALOG, target_names
 from nodus_cli.errors import InvalidWorkload, NodusError, UsageError
 
 if TYPE_CHECKING:
+    from nodus_cli.api.calling import InFlight
+    from nodus_cli.api.calls import Call, Calls
     from nodus_cli.catalog.market import Market
     from nodus_cli.planning.planner import Plan, RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
@@ -69,6 +71,8 @@ __all__ = [
     "StageResult",
     "target_names",
 ]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,14 +139,21 @@ class Client:
         self.catalog = str(catalog) if catalog is not None else None
         self.home = Path(home) if home is not None else None
         self._store_: RunStore | None = None
+        self._inflight_: InFlight | None = None  # Python function calls not yet ended
 
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is not None and self._inflight_ is not None:
+            self._inflight_.close(stop=True)  # leaving with an error: stop the calls
         self.close()
 
     def close(self) -> None:
+        """Wait for this client's function calls still in flight, then let go of the
+        records."""
+        if self._inflight_ is not None:
+            self._inflight_.close()
         if self._store_ is not None:
             self._store_.close()
             self._store_ = None
@@ -161,6 +172,14 @@ class Client:
 
             self._store_ = RunStore.open(self.home)
         return self._store_
+
+    @property
+    def _inflight(self) -> InFlight:
+        if self._inflight_ is None:
+            from nodus_cli.api.calling import InFlight
+
+            self._inflight_ = InFlight()
+        return self._inflight_
 
     def _target(
         self, name: str | None = None, pulls: Pulls | None = None, reading: bool = False
@@ -263,8 +282,14 @@ class Client:
         return result
 
     def workload(self, **arguments: Any) -> Workload:
-        """The workload that :meth:`run` would submit for these arguments."""
+        """The workload that :meth:`run` would submit for these arguments (``fn=...``: the
+        workload of a Python function call)."""
         from nodus_cli.workload import normalize
+
+        if "fn" in arguments:
+            from nodus_cli.api.calling import function_workload
+
+            return function_workload(self, arguments["fn"], arguments)
 
         doc = _document(arguments)
         image = doc.get("image")
@@ -282,9 +307,34 @@ class Client:
 
     # -- running ---------------------------------------------------------------------
 
+    @overload
     def run(
         self,
         *,
+        fn: Callable[..., T],
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        retries: int = 0,
+        **arguments: Any,
+    ) -> Call[T]: ...
+
+    @overload
+    def run(
+        self,
+        *,
+        fn: None = None,
+        image: str | None = None,
+        command: str | Sequence[str] | None = None,
+        retries: int = 0,
+        **arguments: Any,
+    ) -> Run: ...
+
+    def run(
+        self,
+        *,
+        fn: Callable[..., Any] | None = None,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
         image: str | None = None,
         command: str | Sequence[str] | None = None,
         name: str | None = None,
@@ -309,7 +359,7 @@ class Client:
         queue: bool = True,
         retries: int = 0,
         **other: Any,
-    ) -> Run:
+    ) -> Run | Call[Any]:
         """Submit a workload given as the workload file's keys; returns at once.
 
         Keys nodus does not know (``gpu_type``, ``num_gpus``, ``memory_bytes`` ...) are
@@ -317,6 +367,10 @@ class Client:
         held by other runs it waits in line (``run.status == "queued"``), by ``priority``
         and for at most ``wait_timeout``; ``queue=False`` refuses it at once instead
         (:class:`~nodus_cli.errors.NotRunnable`).
+
+        ``fn=`` (with ``args`` and ``kwargs``) calls a Python function in ``image``
+        instead of a command, and returns its :class:`~nodus_cli.api.calls.Call`, a
+        future of its value (see nodus_cli.api.calls).
         """
         arguments = {
             "image": image,
@@ -342,24 +396,59 @@ class Client:
             "wait_timeout": wait_timeout,
             **other,
         }
+        if fn is not None or "args" in other or kwargs is not None:
+            from nodus_cli.api.calling import submit
+
+            called = {**arguments, "queue": queue}
+            return submit(self, fn, args, kwargs, called, retries)  # type: ignore[arg-type]
         workload = self.workload(**arguments)
         if not queue:
             workload = replace(workload, queue=False)
         return self.submit(workload, retries=retries)
 
+    @overload
+    def map(
+        self,
+        items: Iterable[Any],
+        *,
+        fn: Callable[..., T],
+        parallel: int | None = None,
+        retries: int = 0,
+        **arguments: Any,
+    ) -> Calls[T]: ...
+
+    @overload
     def map(
         self,
         items: Iterable[str | int],
         *,
+        fn: None = None,
         parallel: int | None = None,
         **arguments: Any,
-    ) -> Run:
+    ) -> Run: ...
+
+    def map(
+        self,
+        items: Iterable[Any],
+        *,
+        fn: Callable[..., Any] | None = None,
+        parallel: int | None = None,
+        **arguments: Any,
+    ) -> Run | Calls[Any]:
         """Run the command once per item (``NODUS_ITEM`` in its environment), each task
-        with its own allocation of the requirements; ``.results()`` gives them in order."""
+        with its own allocation of the requirements; ``.results()`` gives them in order.
+
+        ``fn=``: call the function once per item, ``fn(item)``; returns its
+        :class:`~nodus_cli.api.calls.Calls`, one future per item."""
+        if fn is not None:
+            from nodus_cli.api.calling import submit_map
+
+            retries = int(arguments.pop("retries", 0) or 0)
+            return submit_map(self, fn, items, arguments, parallel, retries)
         spec: dict[str, Any] = {"items": list(items)}
         if parallel is not None:
             spec["parallel"] = parallel
-        return self.run(map=spec, **arguments)
+        return self.run(fn=None, map=spec, **arguments)
 
     def run_file(self, path: str | Path, *, retries: int = 0) -> Run:
         """Submit a workload file; returns at once."""

@@ -49,6 +49,8 @@ def fingerprint(workload: Workload) -> str:
             stage["entrypoint"] = s.entrypoint
         if s.map is not None:
             stage["items"] = len(s.map.items)
+        if s.function is not None:  # what a function stage runs is the function
+            stage["function"] = s.function.name
         doc.append(stage)
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

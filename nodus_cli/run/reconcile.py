@@ -60,6 +60,13 @@ def supervised(record: RunRecord) -> bool:
     return process_alive(record.pid, record.pid_start)
 
 
+def _in_a_thread(record: RunRecord) -> bool:
+    """A Python function call is driven by a thread of the calling program (the Python
+    API): a signal would end that program, so the request in the records alone stops it."""
+    stages = (record.workload_json or {}).get("stages") or []
+    return any(isinstance(s, dict) and s.get("function") for s in stages)
+
+
 def _age(record: RunRecord) -> float:
     try:
         started = time.mktime(time.strptime(record.started_at[:19], "%Y-%m-%dT%H:%M:%S"))
@@ -97,6 +104,7 @@ def reconcile(store: RunStore, catalog: str | None = None) -> list[str]:
 def _abandoned(store: RunStore, record: RunRecord, catalog: str | None) -> str:
     who = f"its nodus process ({record.pid})" if record.pid else "its nodus process"
     removed, pending = _remove(store, record, catalog)
+    removed += _call_folders(store, record)
     work = _release(store, record, catalog)
     reason = f"{who} ended without recording an outcome (killed, or it crashed)"
     # A run that only waited in the queue never started anything: it is cancelled, not
@@ -136,6 +144,21 @@ def _remove(store: RunStore, record: RunRecord, catalog: str | None) -> tuple[li
     return left.removed, "; ".join(left.remaining)
 
 
+def _call_folders(store: RunStore, record: RunRecord) -> list[str]:
+    """Remove the folders of a function run whose caller is gone (nobody will read its
+    outcome): what was removed."""
+    from nodus_cli.functions.layout import CallFolder
+
+    removed = []
+    for stage in (record.workload_json or {}).get("stages") or []:
+        call = (stage.get("function") or {}).get("call") if isinstance(stage, dict) else None
+        folder = CallFolder(store.root, str(call)) if call else None
+        if folder is not None and folder.exists():
+            folder.remove()
+            removed.append(f"call folder {folder.path}")
+    return removed
+
+
 def _release(store: RunStore, record: RunRecord, catalog: str | None) -> dict[str, object] | None:
     output = (record.workload_json or {}).get("output_dir")
     try:
@@ -168,7 +191,7 @@ def stop(store: RunStore, run_id: str, catalog: str | None = None) -> StopResult
     except StoreError as exc:
         unrecorded = exc  # a supervisor no signal reaches is stopped from here below
     here = record.host in (None, hostname())
-    if supervised(record) and record.pid is not None and here:
+    if supervised(record) and record.pid is not None and here and not _in_a_thread(record):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(record.pid, signal.SIGTERM)
     if supervised(record) and (unrecorded is None or here):
@@ -187,6 +210,7 @@ def stop(store: RunStore, run_id: str, catalog: str | None = None) -> StopResult
             time.sleep(0.1)
     # Nobody (left) to stop it, or its supervisor could not record its end: stop it here.
     removed, pending = _remove(store, record, catalog)
+    removed += _call_folders(store, record)
     work = _release(store, record, catalog)
     message = "stopped by `nodus stop`"
     if removed:

@@ -4,7 +4,9 @@ The run policy (stage order, fan-out, budget on one clock, retries, signals, rec
 status lines, the log) lives in one driver, :class:`nodus_cli.run.driver.Runner`, for every
 target. A target only knows how to run *one task* — a stage's command, or one item of a
 fan-out stage — and how to stop it. It never imports the driver: it reports through the
-:class:`TaskContext` it is handed (``say``, ``emit``, ``submitted``, ``started``).
+:class:`TaskContext` it is handed (``say``, ``emit``, ``submitted``, ``started``). A stage
+may call a Python function instead of a command (``stage.function``):
+:mod:`nodus_cli.targets.calls` says what such a task's end means.
 
 A target, in the order the driver uses it:
 

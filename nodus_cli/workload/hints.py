@@ -285,6 +285,11 @@ def foreign_fix(key: str, value: Any) -> str:
     if number is None:
         return ""
     if key in ("num_gpus", "gpus", "gpu_num", "n_gpus"):
+        if isinstance(value, float) and 0 < value < 1:  # a fraction of a GPU: shared
+            return (
+                f" (here: {number} of a GPU is share_gpu = true with peak_memory_gb = "
+                "<memory each task needs>: a GPU runs as many as its memory holds)"
+            )
         return f" (here: gpu_count = {number})"
     if key == "memory_bytes" and isinstance(value, int):
         return f" (here: memory_gb = {value / 1024**3:g})"

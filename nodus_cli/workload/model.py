@@ -208,6 +208,31 @@ class MapSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class FunctionCall:
+    """A stage that calls a Python function instead of running a command (the Python
+    API's ``client.run(fn=...)``, ``client.map(fn=...)``; never a file key).
+
+    What a target needs to run it: the call's folder under ``NODUS_HOME/calls`` (the
+    pickled function and each item's arguments, where the outcome is written back), and
+    the Python the image must have (the caller's ``major.minor``: pickled code runs on
+    that version only). The function is named ``module.qualname``.
+    """
+
+    name: str
+    #: The call folder's name (``NODUS_HOME/calls/CALL``).
+    call: str
+    #: ``"3.11"``: the major.minor version the image's Python must have.
+    python: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "call": self.call, "python": self.python}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> FunctionCall:
+        return cls(str(doc["name"]), str(doc["call"]), str(doc["python"]))
+
+
+@dataclass(frozen=True, slots=True)
 class Stage:
     name: str
     image: str
@@ -222,6 +247,8 @@ class Stage:
     map: MapSpec | None = None
     #: The command was one string: it runs via ``/bin/sh -c`` whatever the ENTRYPOINT.
     shell: bool = False
+    #: The Python function this stage calls (then ``command`` is None), or None.
+    function: FunctionCall | None = None
 
     def as_json(self, env: bool = True) -> dict[str, Any]:
         doc: dict[str, Any] = {"name": self.name, "image": self.image, "command": self.command}
@@ -233,6 +260,8 @@ class Stage:
         doc["ports"] = [p.as_json() for p in self.ports]
         doc["map"] = self.map.as_json() if self.map is not None else None
         doc["shell"] = self.shell
+        if self.function is not None:  # only function stages carry the key
+            doc["function"] = self.function.as_json()
         return doc
 
 
@@ -307,6 +336,7 @@ def from_json(doc: dict[str, Any]) -> Workload:
             ports=tuple(Port.from_json(p) for p in s.get("ports") or ()),
             map=MapSpec.from_json(s["map"]) if s.get("map") else None,
             shell=bool(s.get("shell", False)),
+            function=FunctionCall.from_json(s["function"]) if s.get("function") else None,
         )
 
     return Workload(

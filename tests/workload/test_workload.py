@@ -241,6 +241,11 @@ def test_stage_keys_in_stage_requirements() -> None:
         ('gpu_type = "nvidia a100"', "gpu_type", ['(here: gpu = "A100")']),
         ("num_gpus = 8", "num_gpus", ["did you mean `gpu_count`?", "(here: gpu_count = 8)"]),
         (
+            "num_gpus = 0.25",
+            "num_gpus",
+            ["(here: 0.25 of a GPU is share_gpu = true with peak_memory_gb = <memory each"],
+        ),
+        (
             "num_cpus = 4",
             "num_cpus",
             ["did you mean `cpu` in [requirements]?", "(here: cpu = 4)"],

@@ -1095,3 +1095,17 @@ def test_a_nodus_toml_file_is_named_without_both_suffixes(tmp_path: Path) -> Non
     path.write_text(IMAGE)
     result = load_file(path)
     assert result.workload is not None and result.workload.name == "train"
+
+
+def test_a_function_stage_round_trips_and_only_it_carries_the_key() -> None:
+    from dataclasses import replace
+
+    from nodus_cli.workload import FunctionCall
+
+    w = workload(IMAGE, Path("."))
+    assert "function" not in w.as_json()["stages"][0]
+    stage = replace(w.stages[0], command=None, function=FunctionCall("mod.f", "abc", "3.11"))
+    called = replace(w, name="mod.f", stages=[stage])
+    doc = called.as_json()
+    assert doc["stages"][0]["function"] == {"name": "mod.f", "call": "abc", "python": "3.11"}
+    assert from_json(doc) == called

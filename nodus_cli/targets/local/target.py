@@ -74,7 +74,7 @@ from nodus_cli.targets.docker.containers import (
     spec_for,
 )
 from nodus_cli.targets.follower import LogFollower
-from nodus_cli.targets.local import machine
+from nodus_cli.targets.local import calls, machine, workers
 from nodus_cli.targets.local.queue import Ledger, Picture, Request, Waiter, holder_words, me
 from nodus_cli.text import plural
 
@@ -117,6 +117,10 @@ class LocalTarget(Target):
         #: The run's place in the queue and whether it may wait (from its workload).
         self._priority = DEFAULT_PRIORITY
         self._queue = True
+        #: Python function calls (issue 16): the interpreter found per image (.calls),
+        #: and the warm workers of each function-map stage, by (run, stage) (.workers).
+        self._interpreters: dict[str, str] = {}
+        self._pools: dict[tuple[str, str], workers.Pool] = {}
 
     # -- planning ----------------------------------------------------------------------
 
@@ -430,6 +434,19 @@ class LocalTarget(Target):
         return user.split(":")[0] in ("", "root", "0")
 
     def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
+        if task.stage.function is not None and task.item is not None:  # .workers
+            key = (task.run_id, task.stage.name)
+            with self._lock:
+                if key not in self._pools:
+                    self._pools[key] = workers.Pool(self, task, _Ended)
+                pool = self._pools[key]
+            return pool.run(task, ctx)
+        if task.stage.function is not None:  # a Python function call (.calls)
+            home = self.store.root
+            return calls.run(task, ctx, home, self._interpreters, self._run_task)
+        return self._run_task(task, ctx)
+
+    def _run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
         eng = self.docker()
         if task.attempt > 1 and not eng.wait_until_alive(ENGINE_RETURN_SECONDS):
             return TaskEnd(
@@ -483,6 +500,9 @@ class LocalTarget(Target):
 
         def create(uuids: tuple[str, ...]) -> str:
             spec = spec_for(task, uuids, str(work) if work is not None else None)
+            if stage.function is not None:  # its runtime, its call folder, its Python
+                python = self._interpreters.get(stage.image, calls.INTERPRETER)
+                spec = calls.container(spec, task, self.store.root, python)
             owned = {**spec.labels, LABEL_OWNER: me().label, LABEL_HOME: str(self.store.root)}
             made.append(replace(spec, labels=owned))
             return self._create_container(made[-1], task)
@@ -748,6 +768,11 @@ class LocalTarget(Target):
             raise TargetFailure(f"the Docker engine: {exc}") from None
 
     def _cleanup(self, run_id: str) -> Cleanup:
+        with self._lock:
+            pools = [p for (run, _), p in self._pools.items() if run == run_id]
+            self._pools = {k: p for k, p in self._pools.items() if k[0] != run_id}
+        for pool in pools:  # warm workers (.workers)
+            pool.close()
         with self._lock:
             pending, self._removals = self._removals, []
         for worker in pending:

@@ -46,7 +46,7 @@ from nodus_cli.targets.base import (
 )
 from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.containers import LABEL_RUN, spec_for
-from nodus_cli.targets.swarm import following, notes, pending, placement
+from nodus_cli.targets.swarm import calls, following, notes, pending, placement
 from nodus_cli.targets.swarm.api import SwarmApi, manager_client
 from nodus_cli.targets.swarm.following import Live
 from nodus_cli.targets.swarm.nodes import Node, list_nodes
@@ -92,6 +92,7 @@ class SwarmTarget(Target):
         self._live: dict[str, Live] = {}
         self._lock = threading.Lock()
         self.warnings: list[str] = []
+        self._carrier: calls.Carrier | None = None  # Python function calls (.calls)
 
     # -- the cluster -------------------------------------------------------------------
 
@@ -136,6 +137,7 @@ class SwarmTarget(Target):
             if not sp.feasible:
                 raise notes.unplaceable(sp, nodes, self.warnings)
         notes.refuse_shared_gpus(workload)
+        calls.check(workload, self.store.root)  # a function's call must fit a service
         self._job = job_mode(self._usable())
         first = plan.stages[0].selected
         return Preparation(
@@ -191,6 +193,10 @@ class SwarmTarget(Target):
         with self._lock:
             self._live[task.key] = live
         try:
+            if task.stage.function is not None:  # a Python function call (.calls)
+                if self._carrier is None:
+                    self._carrier = calls.Carrier(lambda: self.api, self.store.root)
+                return self._carrier.run(task, ctx, live, self._run)
             return self._run(task, ctx, live)
         except engine.EngineFailure as exc:
             return TaskEnd(TaskState.INFRASTRUCTURE, 1, f"lost the Swarm manager ({exc})")
@@ -200,7 +206,9 @@ class SwarmTarget(Target):
             if live.service_id is not None:
                 self._discard(live.service_id)
 
-    def _run(self, task: Task, ctx: TaskContext, live: Live) -> TaskEnd:
+    def _run(
+        self, task: Task, ctx: TaskContext, live: Live, carry: calls.Carry | None = None
+    ) -> TaskEnd:
         stage = task.stage
         assert self._plan is not None
         if task.item is None:
@@ -213,6 +221,8 @@ class SwarmTarget(Target):
             excluded = placement.excluded(self._all_nodes(), sp)
             work = WorkMount(None)
         spec = spec_for(task)
+        if carry is not None:  # a function's call and runtime travel with the service
+            spec = carry.spec(spec)
         if node is not None:
             gpus = (
                 f"{stage.requirements.gpu_count}× {node.gpu}"
@@ -221,8 +231,11 @@ class SwarmTarget(Target):
             )
             ctx.say(f"stage {stage.name}: submitting to node {node.key} ({gpus})")
         constraints = placement.constraints_for(spec, node, excluded)
+        body = service_args(spec, constraints, work, self._job)
+        if carry is not None:
+            carry.attach(body)
         try:
-            service_id = self.api.create_service(service_args(spec, constraints, work, self._job))
+            service_id = self.api.create_service(body)
         except engine.EngineError as exc:
             raise InvalidInput(f"Swarm refused stage {stage.name!r}: {exc.message}") from None
         live.service_id = service_id
@@ -301,6 +314,7 @@ class SwarmTarget(Target):
                     remaining.append(
                         f"folder {folder} on node {node.key} (remove it there: `rm -rf {folder}`)"
                     )
+        removed += calls.remove_all(self.api, run_id)  # a function run's secrets, configs
         for volume in self.api.volumes({"label": [f"{LABEL_RUN}={run_id}"]}):
             with contextlib.suppress(engine.EngineFailure):
                 self.api.remove_volume(volume)

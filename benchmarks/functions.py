@@ -1,0 +1,243 @@
+"""Python functions as workloads: warm workers, one call's round trip, a 1 GiB result.
+
+1. Map throughput: ``client.map(fn=double, items=range(500))`` of a trivial function on 4
+   stand-in GPUs (one per worker, ``cpu=0.25``) against the same map as one container per
+   item: a ``[map]`` command stage running the same body with ``python3 -c``, on the same
+   GPUs, through the same run loop. Goal: at least 10x the calls per second. Prints
+   nodus's own CPU per call (the calling process: pickling, records, the run loop, the
+   workers' pool; the containers' CPU is not in it).
+2. Round trip: one ``client.run(fn=body).result()`` against ``docker run --rm IMAGE python3
+   -c BODY`` of the same body, alternating, medians. Goal: at most 1.3x.
+3. Memory: the peak memory of a fresh calling process that receives a 1 GiB ``bytes`` result
+   (``ru_maxrss``), against the value's size. Goal: at most 1.5x. A 1 GiB argument is sent
+   too (its peak printed).
+
+The image is the test harness's Python 3.11 with its standard library byte-compiled
+(``nodus-bench/python:3.11``, made here once with ``docker commit``, kept for the next run;
+``docker rmi nodus-bench/python:3.11`` removes it): the harness image ships no byte code to
+stay small, where published Python images ship it, and without it every container
+compiles the modules pickle and cloudpickle import (about 0.1 s) on each start. Both sides
+of every comparison use the same image. Needs the test engine, the stand-in NVIDIA hook
+and nvidia-smi (``bash tests/harness/engine.sh up``). Not collected by pytest.
+
+Run: python benchmarks/functions.py [--items 500] [--rounds 9] [--skip-memory]
+
+Measured on the 2-core shared development machine (Docker 20.10, load average about 1-2
+from other users), one run (on top of main with issues 17-20 merged):
+
+    map of 500 calls, 4 stand-in GPUs: warm workers 1.8 s (273.0 calls/s), one container
+    per item 95.1 s (5.3 calls/s): 52.0x (goal: at least 10x); nodus's own CPU per call
+    1.1 ms
+    round trip: client.run(fn=...).result() median 331 ms, docker run --rm python3 -c
+    median 320 ms: 1.03x (goal: at most 1.3x)
+    1 GiB result: the caller's peak memory 1.03x the value (goal: at most 1.5x);
+    1 GiB argument: 1.03x
+
+On the harness image itself (no byte code) the round trip was about 1.6x: each container
+then compiles what the runtime imports (pickle, json, cloudpickle's modules), about 0.1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from _timing import REPO, alternate
+
+BASE_IMAGE = "nodus-test/python:3.11"
+IMAGE = "nodus-bench/python:3.11"
+MAP_GOAL = 10.0
+TRIP_GOAL = 1.3
+MEMORY_GOAL = 1.5
+GIB = 1 << 30
+
+
+def double(x: int) -> int:
+    return 2 * x
+
+
+def body() -> int:
+    return sum(range(1000))
+
+
+BODY = "print(sum(range(1000)))"
+
+
+def byte_compiled_image() -> None:
+    """``IMAGE``: the harness image with its standard library compiled, made once."""
+    known = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True)
+    if known.returncode == 0:
+        return
+    name = f"nodus-bench-compile-{os.getpid()}"
+    subprocess.run(
+        [
+            "docker",
+            "run",
+            "--name",
+            name,
+            BASE_IMAGE,
+            "python3",
+            "-m",
+            "compileall",
+            "-q",
+            "/usr/lib/python3.11",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        subprocess.run(["docker", "commit", name, IMAGE], check=True, stdout=subprocess.DEVNULL)
+    finally:
+        subprocess.run(["docker", "rm", name], check=False, stdout=subprocess.DEVNULL)
+
+
+def four_gpus(folder: Path) -> Path:
+    source = REPO / "tests" / "fakes" / "gpus" / "h100x8.csv"
+    with source.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(ln for ln in handle if ln.strip() and not ln.startswith("#")))
+    target = folder / "h100x4.csv"
+    with target.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows[:4])
+    return target
+
+
+def map_throughput(items: int) -> float:
+    from nodus_cli import Client
+
+    needs = {"gpu": "H100", "requirements": {"cpu": 0.25, "memory_gb": 0.25}}
+    with Client() as client:
+        client.run(fn=double, args=(1,), image=IMAGE).result()  # warm: imports, image
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        calls = client.map(range(items), fn=double, image=IMAGE, **needs)
+        values = [r.value for r in calls.results()]
+        warm, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        assert values == [2 * i for i in range(items)], "wrong values"
+        command = ["python3", "-c", "import os; print(2 * int(os.environ['NODUS_ITEM']))"]
+        workload = client.workload(
+            image=IMAGE, command=command, map={"items": list(range(items))}, **needs
+        )
+        t0 = time.perf_counter()
+        done = client.execute(workload)
+        cold = time.perf_counter() - t0
+        assert done.outcome.exit_code == 0, done.outcome
+    ratio = cold / warm
+    print(f"map of {items} calls, 4 stand-in GPUs:")
+    print(f"  warm workers (client.map(fn=...))    {warm:7.1f} s  {items / warm:7.1f} calls/s")
+    print(f"  one container per item ([map] stage) {cold:7.1f} s  {items / cold:7.1f} calls/s")
+    verdict = "meets" if ratio >= MAP_GOAL else "misses"
+    print(f"  throughput ratio: {ratio:.1f}x ({verdict} the goal of at least {MAP_GOAL:g}x)")
+    print(f"  nodus's own CPU per call (the calling process): {cpu / items * 1e3:.1f} ms")
+    return ratio
+
+
+def round_trip(rounds: int) -> float:
+    from nodus_cli import Client
+
+    with Client() as client:
+
+        def nodus() -> float:
+            t0 = time.perf_counter()
+            assert client.run(fn=body, image=IMAGE).result() == 499500
+            return time.perf_counter() - t0
+
+        def docker() -> float:
+            t0 = time.perf_counter()
+            done = subprocess.run(
+                ["docker", "run", "--rm", IMAGE, "python3", "-c", BODY],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            assert done.stdout.strip() == "499500"
+            return time.perf_counter() - t0
+
+        nodus(), docker()  # warm-up
+        ours, theirs = alternate(rounds, nodus, docker)
+    mine, base = statistics.median(ours), statistics.median(theirs)
+    ratio = mine / base
+    print(f"round trip, {rounds} alternating rounds:")
+    print(
+        f"  client.run(fn=...).result() median {mine * 1e3:5.0f} ms "
+        f"(runs: {' '.join(f'{v * 1e3:.0f}' for v in ours)})"
+    )
+    print(
+        f"  docker run --rm python3 -c  median {base * 1e3:5.0f} ms "
+        f"(runs: {' '.join(f'{v * 1e3:.0f}' for v in theirs)})"
+    )
+    verdict = "meets" if ratio <= TRIP_GOAL else "misses"
+    print(f"  ratio: {ratio:.2f}x ({verdict} the goal of at most {TRIP_GOAL:g}x)")
+    return ratio
+
+
+_PEAK = textwrap.dedent(
+    """
+    import resource, sys
+    from nodus_cli import Client
+
+    def big():
+        return b"x" * (1 << 30)
+
+    def size(data):
+        return len(data)
+
+    with Client() as client:
+        if sys.argv[1] == "result":
+            value = client.run(fn=big, image=IMAGE, requirements={"memory_gb": 3}).result()
+            assert len(value) == 1 << 30
+        else:
+            data = b"x" * (1 << 30)  # touched: resident, unlike bytes(n)
+            n = client.run(fn=size, args=(data,), image=IMAGE,
+                           requirements={"memory_gb": 3}).result()
+            assert n == 1 << 30
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    """
+).replace("IMAGE", repr(IMAGE))
+
+
+def peak(which: str) -> float:
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, which], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        sys.exit(f"the 1 GiB {which} failed:\n{done.stderr}")
+    return int(done.stdout.strip().splitlines()[-1]) / GIB
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--items", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--skip-memory", action="store_true")
+    opts = parser.parse_args(argv)
+    byte_compiled_image()
+    with tempfile.TemporaryDirectory(prefix="nodus-bench-") as tmp:
+        os.environ["NODUS_HOME"] = str(Path(tmp) / "home")
+        os.environ["NODUS_CONFIG"] = str(Path(tmp) / "config.toml")
+        os.environ["NODUS_FAKE_GPUS"] = str(four_gpus(Path(tmp)))
+        os.environ["PATH"] = f"{REPO / 'tests' / 'fakes' / 'bin'}{os.pathsep}{os.environ['PATH']}"
+        ok = map_throughput(opts.items) >= MAP_GOAL
+        ok = round_trip(opts.rounds) <= TRIP_GOAL and ok
+        if not opts.skip_memory:
+            result, argument = peak("result"), peak("argument")
+            verdict = "meets" if result <= MEMORY_GOAL else "misses"
+            print(
+                f"1 GiB result: the caller's peak memory is {result:.2f}x the value "
+                f"({verdict} the goal of at most {MEMORY_GOAL:g}x)"
+            )
+            print(f"1 GiB argument: the caller's peak memory is {argument:.2f}x the value")
+            ok = result <= MEMORY_GOAL and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,515 @@
+"""Making a Python function call: its workload, its folder, its arguments' Calls, and
+the thread that drives its run and settles its :class:`~nodus_cli.api.calls.Call`.
+
+How a call goes, and why:
+
+1. In the caller's thread, before anything is submitted: the workload is checked with the
+   file's rules (``fn`` excludes ``command``; ``image`` is required), and the function and
+   its arguments are pickled into the call's folder (:mod:`nodus_cli.functions`), so
+   what cannot travel is :class:`~nodus_cli.errors.InvalidWorkload` naming it.
+2. In a thread of this process (the call's driver): the Calls among the arguments (a
+   pipeline) are waited for and replaced by their values, then the run is prepared (the
+   image, the plan, the spending limits), recorded and driven to its end by the same run
+   loop as any run. The caller's process is its supervisor: the result comes back to it,
+   and when it is killed, the next nodus command that reads the records reconciles the
+   run like any other (its containers removed, recorded failed, its folder removed).
+3. The outcome settles the future: the value, the function's own exception (with the
+   remote traceback), or :class:`~nodus_cli.errors.CallFailed` with the run's words.
+
+``Client.close()`` (the end of ``with Client() as client:``) waits for the client's calls
+still in flight, as ``Executor.shutdown()`` does; leaving the block with an exception stops
+them first.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from nodus_cli.api.calls import Call, Calls
+from nodus_cli.errors import CallFailed, InvalidWorkload, NodusError, Problem
+from nodus_cli.records.model import RunStatus, StageStatus
+
+if TYPE_CHECKING:
+    from nodus_cli.api.client import Client
+    from nodus_cli.functions.layout import CallFolder
+    from nodus_cli.workload import Workload
+
+__all__ = ["InFlight", "function_workload", "submit", "submit_map"]
+
+T = TypeVar("T")
+
+#: A Call nested deeper than this, or in a container longer than this, is not looked for.
+_DEPTH = 8
+_WIDTH = 10_000
+
+_NOT_WITH_FN = {
+    "command": (
+        "fn and command exclude each other: a call runs the function (fn=...), a command "
+        "runs a program (command=...); pass one of them"
+    ),
+    "entrypoint": (
+        "a function call runs nodus's runtime with the image's Python: entrypoint does not "
+        "apply; leave it out"
+    ),
+    "stages": (
+        "a function call is one step: make each step its own call (a Call passed as an "
+        "argument runs after it)"
+    ),
+    "map": "a map of a function takes its inputs as items: client.map(fn=..., items=[...])",
+}
+
+
+# -- the workload of a call ---------------------------------------------------------------
+
+
+def function_workload(
+    client: Client,
+    fn: Any,
+    arguments: Mapping[str, Any],
+    call_id: str = "",
+    items: Sequence[str] | None = None,
+    parallel: int | None = None,
+    source: str = "client.run()",
+) -> Workload:
+    """The workload that calls ``fn`` (once, or once per item): the file's rules for every
+    other keyword, and the function's own (``fn`` callable, no ``command``, an image)."""
+    from nodus_cli.functions import serialization
+    from nodus_cli.workload import NESTED_ONLY, FunctionCall
+
+    problems: list[Problem] = []
+    wrong = serialization.not_callable(fn)
+    if fn is None:
+        wrong = Problem(
+            "fn",
+            "missing: args and kwargs are the arguments of a function call; pass the "
+            "function too, fn=train (a command takes its arguments in command)",
+        )
+    if wrong is not None:
+        problems.append(wrong)
+    doc = {k: v for k, v in arguments.items() if k not in ("args", "kwargs", "fn", "queue")}
+    queue = bool(arguments.get("queue", True))  # whether it may wait for GPUs (not a key)
+    for key, why in _NOT_WITH_FN.items():
+        if doc.pop(key, None) is not None:
+            problems.append(Problem(key, why))
+    # A function's requirements may be given flat (@function(cpu=2)): into requirements,
+    # where an explicit key of the mapping wins.
+    flat = {k: doc.pop(k) for k in NESTED_ONLY if doc.get(k) is not None}
+    if flat:
+        given: Any = doc.get("requirements")
+        mapping = given.as_dict() if hasattr(given, "as_dict") else dict(given or {})
+        doc["requirements"] = {**flat, **mapping}
+    name = serialization.function_name(fn) if wrong is None else "function"
+    doc["name"] = doc.get("name") or name
+    if items is not None:
+        doc["map"] = {"items": list(items)} | ({"parallel": parallel} if parallel else {})
+    needed = serialization.python_version()
+    if doc.get("image") is None:
+        problems.append(
+            Problem(
+                "image",
+                f"required: the image the function runs in, with Python {needed} (this "
+                f"program's version), e.g. image='python:{needed}-slim'",
+            )
+        )
+    workload: Workload | None = None
+    try:
+        workload = client.workload(**doc)
+    except InvalidWorkload as exc:
+        problems.extend(
+            p for p in exc.problems if not (p.loc == "image" and doc.get("image") is None)
+        )
+    if problems or workload is None:
+        raise InvalidWorkload(problems, source)
+    call = FunctionCall(str(doc["name"]), call_id, needed)
+    stage = replace(workload.stages[0], function=call)
+    return replace(workload, stages=[stage], queue=queue and workload.queue)
+
+
+# -- submitting ---------------------------------------------------------------------------
+
+
+def submit(
+    client: Client,
+    fn: Callable[..., T],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None,
+    arguments: Mapping[str, Any],
+    retries: int = 0,
+) -> Call[T]:
+    """``client.run(fn=...)``: check, pickle, and start driving one call; returns at once."""
+    from nodus_cli.records import new_run_id
+
+    run_id = new_run_id()
+    workload = function_workload(client, fn, arguments, run_id)
+    kwargs = dict(kwargs or {})
+    if not isinstance(args, list | tuple):
+        raise InvalidWorkload(
+            [Problem("args", f"must be a tuple or a list, not {type(args).__name__}")],
+            "client.run()",
+        )
+    inputs = [_Input(tuple(args), kwargs, "")]
+    call: Call[T] = Call(client, workload.name, run_id)
+    _start(client, fn, workload, inputs, [call], retries, "client.run()")
+    return call
+
+
+def submit_map(
+    client: Client,
+    fn: Callable[..., T],
+    items: Iterable[Any],
+    arguments: Mapping[str, Any],
+    parallel: int | None = None,
+    retries: int = 0,
+) -> Calls[T]:
+    """``client.map(fn=..., items=...)``: one call of ``fn(item)`` per item, in one run."""
+    from nodus_cli.records import new_run_id
+
+    values = list(items)
+    run_id = new_run_id()
+    labels = [_label(v) for v in values]
+    workload = function_workload(
+        client, fn, arguments, run_id, labels, parallel, source="client.map()"
+    )
+    inputs = [_Input((v,), {}, f"items[{i}]: ") for i, v in enumerate(values)]
+    calls: list[Call[T]] = [
+        Call(client, workload.name, run_id, item=i, label=label) for i, label in enumerate(labels)
+    ]
+    _start(client, fn, workload, inputs, calls, retries, "client.map()")
+    return Calls(client, workload.name, run_id, calls)
+
+
+@dataclass(slots=True)
+class _Input:
+    """One call's arguments (a single call's, or one item's), until they are written."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    #: How its problems are named (``items[3]: `` for an item of a map).
+    where: str
+
+
+def _start(
+    client: Client,
+    fn: Callable[..., Any],
+    workload: Workload,
+    inputs: list[_Input],
+    calls: list[Call[Any]],
+    retries: int,
+    source: str,
+) -> None:
+    from nodus_cli.functions import runtime, serialization
+    from nodus_cli.functions.layout import CallFolder
+
+    waits = [_dependencies(client, i, source) for i in inputs]
+    folder = CallFolder(client.home_folder, calls[0].id)
+    folder.create()
+    runtime.ensure(client.home_folder)  # once, before any container needs it
+    try:
+        serialization.write_function(folder.function, fn, source)
+        problems: list[Problem] = []
+        with serialization.by_value():
+            for index, (given, deps) in enumerate(zip(inputs, waits, strict=True)):
+                folder.create_item(index)
+                if deps:  # written once the calls it takes have their values
+                    args, kwargs = _substituted(given, lambda c: _Pending(c.name))
+                    found = serialization.check_arguments(args, kwargs)
+                    problems.extend(replace(p, loc=f"{given.where}{p.loc}") for p in found)
+                    continue
+                try:
+                    serialization.write_arguments(
+                        folder.args(index), given.args, given.kwargs, source, given.where
+                    )
+                except InvalidWorkload as exc:
+                    problems.extend(exc.problems)
+        if problems:
+            raise InvalidWorkload(problems, source)
+    except BaseException:
+        folder.remove()
+        raise
+    driver = _Driver(client, workload, folder, inputs, waits, calls, retries, source)
+    thread = threading.Thread(target=driver.drive, name=f"nodus-call-{calls[0].id}")
+    client._inflight.add(calls, thread)
+    thread.start()
+
+
+class _Pending:
+    """Stands for a Call's value while the arguments are checked before it has one."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _label(value: Any) -> str:
+    """An item as the records show it."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    text = text.replace("\n", " ")
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+# -- pipelines: Calls among the arguments ---------------------------------------------------
+
+
+def _dependencies(client: Client, given: _Input, source: str) -> list[tuple[str, Call[Any]]]:
+    """The Calls among the arguments (and where), each of this client."""
+    found: list[tuple[str, Call[Any]]] = []
+    for i, value in enumerate(given.args):
+        found.extend(_calls_in(value, f"args[{i}]", 0))
+    for key, value in given.kwargs.items():
+        found.extend(_calls_in(value, f"kwargs[{key!r}]", 0))
+    foreign = [
+        Problem(
+            f"{given.where}{loc}",
+            f"is a Call of another Client ({call.name}, run {call.id}): a call's value passes "
+            "on to calls of the same client; make both calls with one client, or pass "
+            "call.result()",
+        )
+        for loc, call in found
+        if call._client is not client
+    ]
+    if foreign:
+        raise InvalidWorkload(foreign, source)
+    return found
+
+
+def _calls_in(value: Any, loc: str, depth: int) -> Iterator[tuple[str, Call[Any]]]:
+    if isinstance(value, Call):
+        yield loc, value
+    elif depth >= _DEPTH:
+        return
+    elif isinstance(value, list | tuple) and len(value) <= _WIDTH:
+        for i, inner in enumerate(value):
+            yield from _calls_in(inner, f"{loc}[{i}]", depth + 1)
+    elif isinstance(value, dict) and len(value) <= _WIDTH:
+        for key, inner in value.items():
+            yield from _calls_in(inner, f"{loc}[{key!r}]", depth + 1)
+
+
+def _substituted(
+    given: _Input, value_of: Callable[[Call[Any]], Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments with every Call replaced by ``value_of(call)``."""
+    args = tuple(_replaced(v, value_of, 0) for v in given.args)
+    kwargs = {k: _replaced(v, value_of, 0) for k, v in given.kwargs.items()}
+    return args, kwargs
+
+
+def _replaced(value: Any, value_of: Callable[[Call[Any]], Any], depth: int) -> Any:
+    if isinstance(value, Call):
+        return value_of(value)
+    if depth >= _DEPTH or not any(True for _ in _calls_in(value, "", depth)):
+        return value
+    if isinstance(value, list):
+        return [_replaced(v, value_of, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        inner = [_replaced(v, value_of, depth + 1) for v in value]
+        return type(value)(*inner) if hasattr(value, "_fields") else tuple(inner)
+    if isinstance(value, dict):
+        return {k: _replaced(v, value_of, depth + 1) for k, v in value.items()}
+    return value
+
+
+# -- driving -----------------------------------------------------------------------------
+
+
+class _Driver:
+    """Drives one function run in a thread of the caller, and settles its Calls."""
+
+    def __init__(
+        self,
+        client: Client,
+        workload: Workload,
+        folder: CallFolder,
+        inputs: list[_Input],
+        waits: list[list[tuple[str, Call[Any]]]],
+        calls: list[Call[Any]],
+        retries: int,
+        source: str,
+    ) -> None:
+        self.client = client
+        self.workload = workload
+        self.folder = folder
+        self.inputs = inputs
+        self.waits = waits
+        self.calls = calls
+        self.retries = retries
+        self.source = source
+        self.run_id = calls[0].id
+        self.name = workload.name
+        self.recorded = False
+        #: What each call gave (value, error), delivered once the folder is removed.
+        self.answers: dict[int, tuple[Any, BaseException | None]] = {}
+
+    def drive(self) -> None:
+        try:
+            if self._arguments() and not self._cancelled():
+                self._run()
+        except NodusError as exc:
+            self._fail_all(self._words(exc.message), exc.hint, exc.exit_code)
+        except BaseException as exc:  # the thread's boundary: carried to the futures
+            self._fail_all(f"nodus failed while running it: {exc!r}", None, 1)
+        finally:
+            self.folder.remove()
+            for index, (value, error) in sorted(self.answers.items()):
+                self.calls[index]._settle(value, error)
+
+    def _answer(
+        self, call: Call[Any], value: Any = None, error: BaseException | None = None
+    ) -> None:
+        """Keep what ``call`` gave (the first answer stands)."""
+        self.answers.setdefault(call._item or 0, (value, error))
+
+    def _cancelled(self) -> bool:
+        return all(c.cancelled() for c in self.calls)
+
+    def _arguments(self) -> bool:
+        """Wait for the Calls among the arguments and write them; False when one failed
+        (its dependents then fail, naming it)."""
+        from nodus_cli.functions import serialization
+
+        for index, (given, deps) in enumerate(zip(self.inputs, self.waits, strict=True)):
+            if not deps:
+                continue
+            for loc, dep in deps:
+                try:
+                    dep.result()
+                except BaseException as exc:
+                    why = "was cancelled" if dep.cancelled() else f"failed: {_reason(exc)}"
+                    self._fail(
+                        self.calls[index],
+                        f"was not started: its argument {given.where}{loc} is the call "
+                        f"{dep.name} (run {dep.id}), which {why}",
+                        None,
+                    )
+                    return False
+            args, kwargs = _substituted(given, lambda c: c.result())
+            try:
+                serialization.write_arguments(
+                    self.folder.args(index), args, kwargs, self.source, given.where
+                )
+            except InvalidWorkload as exc:
+                lines = "; ".join(f"{p.loc}: {p.message}" for p in exc.problems)
+                self._fail(self.calls[index], f"was not started: {lines}", None)
+                return False
+        return True
+
+    def _run(self) -> None:
+        from nodus_cli.run import launcher
+
+        client = self.client
+        prepared = client.prepare(self.workload)
+        launch = prepared._launch
+        store = client._store
+        record = store.create_run(
+            launch.workload,
+            launch.target.name,
+            launch.preparation.price_per_hour,
+            None,
+            run_id=self.run_id,
+        )
+        self.recorded = True
+        for call in self.calls:
+            call._recorded.set()
+        if self._cancelled():
+            store.request_stop(self.run_id)
+        _, outcome = launcher.execute(launch, store, retries=self.retries, record=record)
+        self._settle(outcome.status, outcome.message)
+
+    def _settle(self, status: RunStatus, message: str | None) -> None:
+        from nodus_cli.functions import outcome
+
+        store = self.client._store
+        record = store.get(self.run_id)
+        stage = record.stages[0] if record.stages else None
+        image = self.workload.stages[0].image
+        needed = self.workload.stages[0].function.python  # type: ignore[union-attr]
+        if self.workload.stages[0].map is None:
+            ran = stage.status if stage is not None else StageStatus.FAILED
+            ends = [(ran, (stage.message if stage else None) or message)]
+        else:
+            tasks = {t.index: t for t in store.tasks(self.run_id, 0)}
+            ends = [
+                (tasks[i].status, tasks[i].message) if i in tasks else (StageStatus.FAILED, None)
+                for i in range(len(self.calls))
+            ]
+        for index, (call, (ran, why)) in enumerate(zip(self.calls, ends, strict=True)):
+            if call.done() or index in self.answers:
+                continue
+            settled = outcome.settle(self.folder.item(index), image, needed)
+            if ran == StageStatus.SUCCEEDED and isinstance(settled, outcome.Value):
+                self._answer(call, settled.value)
+            elif isinstance(settled, outcome.Raised):
+                self._answer(call, error=settled.error)
+            else:
+                words = settled.message if isinstance(settled, outcome.Failed) else None
+                reason = words or why or message or f"ended {ran}"
+                if ran == StageStatus.PENDING and status != RunStatus.SUCCEEDED:
+                    reason = f"was not run: {message or status}"
+                self._fail(call, reason, None)
+            self.folder.remove_item(index)
+
+    def _words(self, message: str) -> str:
+        return message if self.recorded else f"could not start: {message}"
+
+    def _fail(self, call: Call[Any], reason: str, hint: str | None, code: int = 1) -> None:
+        where = f" item {call._item}" if call._item is not None else ""
+        run = f" (run {self.run_id})" if self.recorded else ""
+        text = f"{self.name}{where}{run}: {reason}"
+        if hint is None and self.recorded:
+            hint = f"its output: nodus logs {self.run_id}" + (
+                f" --item {call._item}" if call._item is not None else ""
+            )
+        error = CallFailed(
+            text,
+            call=self.name,
+            run_id=self.run_id if self.recorded else None,
+            hint=hint,
+            exit_code=code,
+        )
+        self._answer(call, error=error)
+
+    def _fail_all(self, reason: str, hint: str | None, code: int) -> None:
+        for call in self.calls:
+            self._fail(call, reason, hint, code)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, NodusError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}"
+
+
+# -- the calls a client has in flight ---------------------------------------------------------
+
+
+class InFlight:
+    """A client's calls not yet ended, and their driving threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: list[tuple[list[Call[Any]], threading.Thread]] = []
+
+    def add(self, calls: list[Call[Any]], thread: threading.Thread) -> None:
+        with self._lock:
+            self._running = [r for r in self._running if r[1].is_alive()]
+            self._running.append((calls, thread))
+
+    def close(self, stop: bool = False) -> None:
+        """Wait for every call to end (``stop``: stop them first)."""
+        with self._lock:
+            running, self._running = self._running, []
+        if stop:
+            for calls, _ in running:
+                for call in calls:
+                    if call._item is None:
+                        call.cancel()
+                    elif call._recorded.is_set() and not call.done():
+                        call._client._store.request_stop(call.id)
+                        break
+        for _, thread in running:
+            thread.join()
