@@ -7,7 +7,6 @@ against a baseline measured in the same run, interleaved with it.
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import subprocess
 import sys
