@@ -6,13 +6,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from docker_support import _HOMES, FAKE_BIN, _unreachable
+from docker_support import _unreachable, own_client
 
 from nodus_cli import Client
 
@@ -38,15 +37,5 @@ def python_images(docker_client: Any) -> None:
 def client(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, python_images: None
 ) -> Iterator[Client]:
-    home = tmp_path / "home"
-    _HOMES.append(home)
-    for key in list(os.environ):
-        if key.startswith("NODUS_") and key != "NODUS_REQUIRE_DOCKER":
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("NODUS_HOME", str(home))
-    monkeypatch.setenv("NODUS_CONFIG", str(tmp_path / "config.toml"))
-    monkeypatch.setenv("NODUS_GPU_SAMPLE_SECONDS", "0.2")
-    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
-    with Client(home=home) as c:
+    with own_client(tmp_path, monkeypatch, NODUS_GPU_SAMPLE_SECONDS="0.2") as c:
         yield c

@@ -13,6 +13,9 @@ Import the fixtures into a test module::
 * ``nodus_env``: a :class:`Nodus` per test, with its own ``NODUS_HOME`` and
   ``NODUS_CONFIG``, the stand-in ``nvidia-smi`` first on ``PATH`` and fast GPU sampling;
   it runs ``python -m nodus_cli`` as a subprocess.
+* ``own_client(tmp_path, monkeypatch, **env)``: the same for the Python API, in-process: a
+  :class:`~nodus_cli.Client` of a ``NODUS_HOME`` of its own (test modules wrap it in their
+  ``client`` fixture, with the environment they need).
 """
 
 from __future__ import annotations
@@ -44,6 +47,28 @@ SYSTEM_NETWORKS = {"bridge", "host", "none", "ingress", "docker_gwbridge"}
 
 #: Every NODUS_HOME handed out, so the cleanliness guard knows which runs are ours.
 _HOMES: list[Path] = []
+
+
+@contextlib.contextmanager
+def own_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> Iterator[Any]:
+    """A Client of its own NODUS_HOME (its containers guarded by ``engine_clean``), in a
+    nodus environment cleared of the developer's settings, the stand-in nvidia-smi first
+    on PATH, ``env`` set, working in ``tmp_path``."""
+    from nodus_cli import Client
+
+    home = tmp_path / "home"
+    _HOMES.append(home)
+    for key in list(os.environ):
+        if key.startswith("NODUS_") and key != "NODUS_REQUIRE_DOCKER":
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("NODUS_HOME", str(home))
+    monkeypatch.setenv("NODUS_CONFIG", str(tmp_path / "config.toml"))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    with Client(home=home) as c:
+        yield c
 
 
 def fixture_gpus(name: str) -> list[dict[str, str]]:

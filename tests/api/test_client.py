@@ -6,7 +6,6 @@ created."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -16,11 +15,11 @@ from typing import Any
 
 import pytest
 from docker_support import (  # noqa: F401 - fixtures
-    _HOMES,
     FAKE_BIN,
     IMAGE,
     docker_client,
     engine_clean,
+    own_client,
     uuids_of,
 )
 
@@ -32,16 +31,7 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture
 def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
-    home = tmp_path / "home"
-    _HOMES.append(home)
-    for key in list(os.environ):
-        if key.startswith("NODUS_") and key != "NODUS_REQUIRE_DOCKER":
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("NODUS_CONFIG", str(tmp_path / "config.toml"))
-    monkeypatch.setenv("NODUS_GPU_SAMPLE_SECONDS", "0.2")
-    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
-    with Client(home=home) as c:
+    with own_client(tmp_path, monkeypatch, NODUS_GPU_SAMPLE_SECONDS="0.2") as c:
         yield c
 
 

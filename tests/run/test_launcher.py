@@ -10,7 +10,6 @@ another user's ``docker run --gpus device=UUID`` would: real, and deterministic.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,11 +17,11 @@ from typing import Any
 
 import pytest
 from docker_support import (  # noqa: F401 - fixtures
-    _HOMES,
     FAKE_BIN,
     IMAGE,
     docker_client,
     engine_clean,
+    own_client,
     uuids_of,
 )
 
@@ -35,16 +34,7 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture
 def client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Client]:
-    home = tmp_path / "home"
-    _HOMES.append(home)
-    for key in list(os.environ):
-        if key.startswith("NODUS_") and key != "NODUS_REQUIRE_DOCKER":
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("NODUS_CONFIG", str(tmp_path / "config.toml"))
-    monkeypatch.setenv("NODUS_FAKE_GPUS", "l4x1")
-    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
-    with Client(home=home) as c:
+    with own_client(tmp_path, monkeypatch, NODUS_FAKE_GPUS="l4x1") as c:
         yield c
 
 

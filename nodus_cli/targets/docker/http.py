@@ -23,7 +23,7 @@ import contextlib
 import json
 import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import quote, urlencode, urlsplit
@@ -194,22 +194,18 @@ class Stream:
         return b"".join(parts)
 
     def _read(self, size: int) -> bytes:
-        if self._closed:
-            return b""
-        try:
-            return self.answer.read(size)
-        except TimeoutError:
-            raise Timeout("no answer in time") from None
-        except (OSError, ValueError, Failure):
-            if self._closed:  # cut by close(): the end, not a failure
-                return b""
-            raise Failure("the engine closed the stream") from None
+        return self._guarded(lambda: self.answer.read(size))
 
     def readline(self) -> bytes:
+        return self._guarded(self._line)
+
+    def _guarded(self, read: Callable[[], bytes]) -> bytes:
+        """``read()``, as the stream's reader needs it: b"" once closed (by :meth:`close`
+        from another thread too), :class:`Timeout` or :class:`Failure` otherwise."""
         if self._closed:
             return b""
         try:
-            return self._line()
+            return read()
         except TimeoutError:
             raise Timeout("no answer in time") from None
         except (OSError, ValueError, Failure):

@@ -24,9 +24,6 @@ removed from outside nodus (an operator's decision: never retried); the engine l
 from __future__ import annotations
 
 import contextlib
-import errno
-import os
-import random
 import shutil
 import socket
 import threading
@@ -43,7 +40,6 @@ from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
     Preparation,
-    Pulls,
     Started,
     Target,
     TargetFailure,
@@ -52,31 +48,24 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
     WorkDir,
-    plain_pulls,
 )
-from nodus_cli.targets.docker import engine, http
+from nodus_cli.targets.docker import engine, images
 from nodus_cli.targets.docker.containers import (
     LABEL_HOME,
     LABEL_ITEM,
-    LABEL_NEED,
     LABEL_OWNER,
-    LABEL_PRIORITY,
     LABEL_QUEUE,
-    LABEL_QUEUED_AT,
     LABEL_RUN,
     LABEL_STAGE,
-    LABEL_WANTS,
-    LABEL_WORKLOAD,
     ContainerSpec,
-    container_name,
     engine_config,
     memory_limit,
     spec_for,
 )
 from nodus_cli.targets.follower import LogFollower
-from nodus_cli.targets.local import calls, machine, workers
-from nodus_cli.targets.local.queue import Ledger, Picture, Request, Waiter, holder_words, me
-from nodus_cli.text import plural
+from nodus_cli.targets.local import calls, checks, machine, workers
+from nodus_cli.targets.local.claims import Claims, Ended, label, lost
+from nodus_cli.targets.local.queue import Request, me
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
@@ -88,10 +77,6 @@ if TYPE_CHECKING:
 #: How long a retry waits for a restarting engine to answer again.
 ENGINE_RETURN_SECONDS = 60.0
 _NOT_FOUND_MARKERS = ("executable file not found", "no such file or directory")
-#: A run's place in the queue when its workload says nothing (``priority``, 0 to 100).
-DEFAULT_PRIORITY = 50
-#: How often a queued task looks again when no engine event woke it (seconds).
-QUEUE_POLL_SECONDS = 2.0
 
 
 class LocalTarget(Target):
@@ -112,11 +97,8 @@ class LocalTarget(Target):
         self._stopping: set[str] = set()
         self._removals: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._ledger_: Ledger | None = None
-        self._nudge = _Nudge()
-        #: The run's place in the queue and whether it may wait (from its workload).
-        self._priority = DEFAULT_PRIORITY
-        self._queue = True
+        #: This machine's GPUs as this target's tasks claim them (the queue, .claims).
+        self._claims = Claims(self.docker, partial(self._local_gpus, None), str(store.root))
         #: Python function calls (issue 16): the interpreter found per image (.calls),
         #: and the warm workers of each function-map stage, by (run, stage) (.workers).
         self._interpreters: dict[str, str] = {}
@@ -141,27 +123,17 @@ class LocalTarget(Target):
         if not workload.wants_gpu or not plan.feasible:
             return plan
         self._plan = plan
-        picture = self._picture()
+        picture = self._claims.picture()
         if picture is None:
             return plan
-        ledger = self._ledger()
         for sp, stage in zip(plan.stages, workload.stages, strict=True):
             if not stage.requirements.wants_gpu:
                 continue
             request = self._request(stage)
-            if picture.choose(request, ledger.memory_gb, None, workload.priority) is not None:
-                continue
-            ahead = [
-                w
-                for w in picture.ahead(None, workload.priority)
-                if w.wants & set(request.candidates)
-            ]
-            line = f", behind {plural(len(ahead), 'waiting task')}" if ahead else ""
-            sp.notes.append(
-                f"the {self._wants_words(stage, request)} it needs are "
-                f"{_holding_words(request, picture, str(self.store.root))}: `nodus run` waits "
-                f"for them (queued{line}); --no-wait refuses at once instead"
-            )
+            if not self._claims.fits(picture, request, workload.priority):
+                sp.notes.append(
+                    self._claims.held_note(self._model(stage), request, picture, workload.priority)
+                )
         return plan
 
     def prepare(self, workload: Workload, plan: Plan) -> Preparation:
@@ -181,8 +153,8 @@ class LocalTarget(Target):
                     f"This machine has {gpus}{base.vcpus:g} CPUs, "
                     f"{base.memory_gb:g} GB memory, {base.disk_gb or 0:g} GB free disk."
                 )
-        _check_mounts(workload)
-        _check_ports(workload)
+        checks.mounts(workload)
+        checks.ports(workload)
         eng = self.docker()
         if workload.wants_gpu and not eng.api_at_least(engine.MIN_GPU_API):
             raise NotRunnable(
@@ -190,11 +162,11 @@ class LocalTarget(Target):
                 "need 1.40 (Docker 19.03) or newer",
                 hint="upgrade Docker",
             )
-        self._priority, self._queue = workload.priority, workload.queue
+        self._claims.priority, self._claims.queue = workload.priority, workload.queue
         if not workload.queue:
             self._refuse_held(workload)
         for image in dict.fromkeys(s.image for s in workload.stages):
-            ensure_image(eng, image, self.pulls)
+            images.ensure(eng, image, self.pulls)
         return Preparation(price_per_hour=config.local().price_per_hour)
 
     def docker(self) -> engine.Engine:
@@ -210,31 +182,13 @@ class LocalTarget(Target):
                 continue
             request = self._request(stage)
             try:
-                ledger = self._ledger()
-                picture = ledger.read()
+                picture = self._claims.ledger().read()
             except engine.EngineUnreachable as exc:
                 raise exc.as_nodus_error() from None
             except engine.EngineFailure:
                 return  # the run itself will say what is wrong with the engine
-            if picture.choose(request, ledger.memory_gb, None, self._priority) is None:
-                raise self._held_error(stage, request, picture)
-
-    def _held_error(self, stage: Stage, request: Request, picture: Picture) -> NotRunnable:
-        holders = picture.holders_of(request.candidates)
-        ahead = [
-            w for w in picture.ahead(None, self._priority) if w.wants & set(request.candidates)
-        ]
-        waits = f"; {plural(len(ahead), 'task')} of other runs wait for them first" if ahead else ""
-        others = [h for h in holders if h.home and h.home != str(self.store.root)]
-        stop = "`nodus stop RUN_ID`"
-        if others:
-            stop = f"`NODUS_HOME={others[0].home} nodus stop {others[0].run}`"
-        return NotRunnable(
-            f"stage {stage.name!r} needs {self._wants_words(stage, request)}; "
-            f"{_holding_words(request, picture, str(self.store.root))}{waits}",
-            hint=f"run without --no-wait to wait for them (queued), or stop the run that "
-            f"holds them with {stop}",
-        )
+            if not self._claims.fits(picture, request, workload.priority):
+                raise self._claims.refusal(stage.name, self._model(stage), request, picture)
 
     def capacity(self, stage: Stage, plan: StagePlan) -> int:
         """Tasks of ``stage`` that this machine holds at once: its GPU slots (whatever
@@ -272,147 +226,23 @@ class LocalTarget(Target):
 
     def _request(self, stage: Stage, prefer: tuple[str, ...] = ()) -> Request:
         """What a task of ``stage`` asks of this machine's GPUs."""
-        req = stage.requirements
-        candidates = tuple(g.uuid for g in sorted(self._matching(stage), key=lambda g: g.index))
-        if req.share_gpu and req.peak_memory_gb:
-            return Request(candidates, 1, req.peak_memory_gb, prefer)
-        return Request(candidates, req.gpu_count, None, prefer)
+        return Claims.request(self._matching(stage), stage.requirements, prefer)
 
-    def _ledger(self) -> Ledger:
-        if self._ledger_ is None:
-            self._ledger_ = Ledger(self.docker(), self._local_gpus(None))
-        return self._ledger_
-
-    def _wants_words(self, stage: Stage, request: Request) -> str:
-        model = self._offer_for(stage).gpu
-        if request.share_gb is not None:
-            return f"{request.share_gb:g} GB of one {model} (shared)"
-        return f"{request.count}× {model}"
+    def _model(self, stage: Stage) -> str | None:
+        return self._offer_for(stage).gpu
 
     def _claim(
         self, task: Task, ctx: TaskContext, create: Callable[[tuple[str, ...]], str]
     ) -> tuple[tuple[str, ...], str]:
-        """The GPUs for ``task`` and the container that holds them (``create`` makes it with
-        those GPUs): at once when the queue allows, else once its turn has come.
-
-        The container is the reservation: created, then checked against what the engine
-        shows right after; when another live container holds one of its GPUs (two
-        creations raced), it is withdrawn and the choice made again after a random pause.
-        """
-        stage = task.stage
-        request = self._request(stage, task.previous_devices)
-        ledger = self._ledger()
-        entry: Waiter | None = None
-        shown: str | None = None
-        clashes = 0
-        try:
-            while True:
-                if self._stopped(task):
-                    raise _Ended(TaskState.STOPPED, 143, "stopped by nodus while queued")
-                picture = self._read(ledger)
-                if entry is not None:
-                    entry = next((w for w in picture.waiters if w.id == entry.id), entry)
-                key = entry.key if entry is not None else None
-                chosen = picture.choose(request, ledger.memory_gb, key, self._priority)
-                if chosen is not None:
-                    cid = create(chosen)
-                    clash = self._read(ledger).conflicts(
-                        cid, chosen, request.share_gb, ledger.memory_gb
-                    )
-                    if not clash:
-                        return chosen, cid
-                    self._withdraw(cid)
-                    clashes += 1
-                    time.sleep(random.uniform(0.01, 0.05) * min(clashes, 20))
-                    continue
-                if not self._queue:
-                    raise self._held_error(stage, request, picture)
-                if entry is None:
-                    entry = self._enqueue(task, request)
-                    continue
-                words = self._queued_words(task, request, picture, entry)
-                if words != shown:
-                    ctx.waiting(words)
-                    shown = words
-                self._nudge.wait(self.docker(), QUEUE_POLL_SECONDS)
-        finally:
-            if entry is not None:
-                self._withdraw(entry.id)
-
-    def _read(self, ledger: Ledger) -> Picture:
-        try:
-            picture = ledger.read()
-        except engine.EngineFailure as exc:
-            raise _Ended(TaskState.INFRASTRUCTURE, 1, _lost(exc)) from None
-        if picture.orphans:
-            ledger.reclaim(picture)  # what dead owners left (from any NODUS_HOME)
-        return picture
+        """The GPUs for ``task`` and the container that holds them (``create`` makes it
+        with those GPUs): at once when the machine-wide queue allows, else once its turn
+        has come (:class:`.claims.Claims`)."""
+        request = self._request(task.stage, task.previous_devices)
+        model = self._model(task.stage)
+        return self._claims.claim(task, ctx, request, model, create, partial(self._stopped, task))
 
     def _withdraw(self, cid: str) -> None:
-        with contextlib.suppress(engine.EngineFailure):
-            self.docker().remove(cid)
-
-    def _enqueue(self, task: Task, request: Request) -> Waiter:
-        """The task's queue entry: a container that is created, never started, holds
-        nothing, and says to every user of the engine where the task stands in line."""
-        name = f"{container_name(task)}-queued"[:63]
-        labels = {
-            LABEL_RUN: task.run_id,
-            LABEL_STAGE: task.stage.name,
-            LABEL_WORKLOAD: task.workload[:200],
-            LABEL_QUEUE: task.key,
-            LABEL_PRIORITY: str(self._priority),
-            LABEL_QUEUED_AT: str(time.time_ns()),
-            LABEL_WANTS: ",".join(request.candidates),
-            LABEL_NEED: request.need,
-            LABEL_OWNER: me().label,
-            LABEL_HOME: str(self.store.root),
-        }
-        if task.item is not None:
-            labels[LABEL_ITEM] = str(task.item.index)
-        body = {
-            "Image": task.stage.image,
-            "Cmd": ["true"],
-            "Entrypoint": [""],
-            "Labels": labels,
-            "HostConfig": {"NetworkMode": "none"},
-        }
-        eng = self.docker()
-        for attempt in (1, 2):
-            try:
-                cid = eng.create(name, body)
-                break
-            except engine.EngineError as exc:
-                if exc.status == 409 and attempt == 1:  # an entry an earlier attempt left
-                    self._withdraw(name)
-                    continue
-                raise _Ended(
-                    TaskState.INFRASTRUCTURE, 1, f"the engine refused the queue entry: {exc}"
-                ) from None
-            except engine.EngineFailure as exc:
-                raise _Ended(TaskState.INFRASTRUCTURE, 1, _lost(exc)) from None
-        return Waiter(
-            cid,
-            name,
-            task.run_id,
-            task.key,
-            self._priority,
-            int(labels[LABEL_QUEUED_AT]),
-            frozenset(request.candidates),
-            request.need,
-            str(self.store.root),
-            me(),
-        )
-
-    def _queued_words(self, task: Task, request: Request, picture: Picture, entry: Waiter) -> str:
-        """The line a queued task shows (and ``nodus runs`` keeps) while it waits."""
-        place = picture.place(entry)
-        nth = _ordinal(place)
-        return (
-            f"{_label(task)}: queued, {nth} in line for "
-            f"{self._wants_words(task.stage, request)} "
-            f"({_holding_words(request, picture, str(self.store.root))})"
-        )
+        self._claims.withdraw(cid)
 
     # -- running -------------------------------------------------------------------
 
@@ -438,7 +268,7 @@ class LocalTarget(Target):
             key = (task.run_id, task.stage.name)
             with self._lock:
                 if key not in self._pools:
-                    self._pools[key] = workers.Pool(self, task, _Ended)
+                    self._pools[key] = workers.Pool(self, task)
                 pool = self._pools[key]
             return pool.run(task, ctx)
         if task.stage.function is not None:  # a Python function call (.calls)
@@ -457,7 +287,7 @@ class LocalTarget(Target):
         since = time.time()
         try:
             spec, cid = self._create(task, ctx)
-        except _Ended as ended:
+        except Ended as ended:
             with self._lock:
                 self._stopping.discard(task.key)
             return ended.end
@@ -558,13 +388,13 @@ class LocalTarget(Target):
                     raise InvalidInput(
                         f"the engine refused stage {task.stage.name!r}: {exc.message}"
                     ) from None
-                raise _Ended(
+                raise Ended(
                     TaskState.INFRASTRUCTURE,
                     1,
                     f"the engine failed to create the container: {exc.message}",
                 ) from None
             except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
-                raise _Ended(TaskState.INFRASTRUCTURE, 1, _lost(exc)) from None
+                raise Ended(TaskState.INFRASTRUCTURE, 1, lost(exc)) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_container(
@@ -578,7 +408,7 @@ class LocalTarget(Target):
         except engine.EngineError as exc:
             return self._start_failed(exc, task, ctx)
         except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
-            return TaskEnd(TaskState.INFRASTRUCTURE, 1, _lost(exc))
+            return TaskEnd(TaskState.INFRASTRUCTURE, 1, lost(exc))
         if self._stopped(task):  # the stop's kill came before the start: kill it now
             with contextlib.suppress(engine.EngineFailure):
                 eng.kill(cid)
@@ -633,7 +463,7 @@ class LocalTarget(Target):
         with self._lock:
             self._stopping.add(task.key)
             cid = self._containers.get(task.key)
-        self._nudge.poke()  # a task waiting in the queue notices at once
+        self._claims.poke()  # a task waiting in the queue notices at once
         if cid is not None:
             with contextlib.suppress(engine.EngineFailure):
                 self.docker().kill(cid)
@@ -659,7 +489,7 @@ class LocalTarget(Target):
                 TaskState.INFRASTRUCTURE, 1, f"the engine failed to start the container: {text}"
             )
         # The workload's command cannot be started: its failure, exit codes as `docker run`.
-        ctx.say(f"{_label(task)}: cannot start its command: {text}")
+        ctx.say(f"{label(task)}: cannot start its command: {text}")
         return TaskEnd(
             TaskState.CANNOT_START,
             127 if missing else 126,
@@ -700,7 +530,7 @@ class LocalTarget(Target):
             also = " (and on this machine's other addresses)" if not p.host_ip else ""
             scheme = "udp" if p.protocol == "udp" else "http"
             ctx.say(
-                f"{_label(task)}: port {p.container}/{p.protocol} answers at "
+                f"{label(task)}: port {p.container}/{p.protocol} answers at "
                 f"{scheme}://{host}:{p.host}{also}"
             )
 
@@ -709,10 +539,10 @@ class LocalTarget(Target):
     ) -> None:
         """What the task did with its GPUs; never that they stayed idle when nodus stopped
         it (cancelled, a budget): it had no time to use them."""
-        label = _label(task)
+        name = label(task)
         if not report.available:
             ctx.say(
-                f"{label}: could not check GPU use (no nvidia-smi on PATH): a request is not "
+                f"{name}: could not check GPU use (no nvidia-smi on PATH): a request is not "
                 "proof of use"
             )
             return
@@ -723,16 +553,16 @@ class LocalTarget(Target):
                 f"{peaks[u].max_memory_used_mib:g} MiB)"
                 for u in report.used
             )
-            ctx.say(f"{label}: GPUs used: {detail}")
+            ctx.say(f"{name}: GPUs used: {detail}")
         if report.idle and not stopped:
             ctx.say(
-                f"warning: {label}: {_gpus(report.idle)} stayed idle (no "
+                f"warning: {name}: {_gpus(report.idle)} stayed idle (no "
                 "utilization, no memory allocated): a request is not proof of use; check that "
                 "the program sees them (CUDA_VISIBLE_DEVICES, the framework's device)"
             )
         if report.unsampled:
             ctx.say(
-                f"{label}: no usable reading for {_gpus(report.unsampled)} (it "
+                f"{name}: no usable reading for {_gpus(report.unsampled)} (it "
                 "ended before the first sample, or the driver reports N/A)"
             )
 
@@ -807,7 +637,7 @@ class LocalTarget(Target):
         if not found:
             return None
         queued = [c for c in found if LABEL_QUEUE in (c.get("Labels") or {})]
-        picture = self._picture() if queued else None
+        picture = self._claims.picture() if queued else None
         parts = []
         for c in found:
             labels = c.get("Labels") or {}
@@ -816,29 +646,16 @@ class LocalTarget(Target):
                 task += f"[{labels[LABEL_ITEM]}]"
             if LABEL_QUEUE not in labels:
                 parts.append(f"{task}: {c.get('State', '?')}")
-                continue
-            entry = (
-                next((w for w in picture.waiters if w.id == c.get("Id")), None) if picture else None
-            )
-            if picture is None or entry is None:
-                parts.append(f"{task}: queued")
-                continue
-            holders = holder_words(picture.holders_of(entry.wants), str(self.store.root))
-            parts.append(f"{task}: queued, {_ordinal(picture.place(entry))} in line ({holders})")
+            else:
+                parts.append(f"{task}: {self._claims.entry_words(str(c.get('Id')), picture)}")
         return "; ".join(sorted(parts))
-
-    def _picture(self) -> Picture | None:
-        try:
-            return Ledger(self.docker(), self._local_gpus(None)).read()
-        except (engine.EngineFailure, NodusError):
-            return None
 
     def nodes(self) -> list[NodeInfo]:
         """This machine, one entry per GPU model it has (a machine with 2 L4 and a T4 is
         two entries: a request names one model), with how many are free and how many
         tasks wait for them in the queue."""
         found = self._local_gpus(None)
-        picture = self._picture()
+        picture = self._claims.picture()
         host = socket.gethostname()
         models: dict[str, list[machine.LocalGpu]] = {}
         for g in found:
@@ -867,174 +684,9 @@ class LocalTarget(Target):
         return [node(f"{host}/{model}", model, gpus) for model, gpus in models.items()]
 
     def close(self) -> None:
-        self._nudge.close()
+        self._claims.close()
         self._engine = None
-        self._ledger_ = None
-
-
-class _Ended(Exception):
-    """A task ended before its container ran (carried out of nested helpers)."""
-
-    def __init__(self, state: TaskState, code: int, message: str) -> None:
-        super().__init__(message)
-        self.end = TaskEnd(state, code, message)
-
-
-def _label(task: Task) -> str:
-    if task.item is None:
-        return f"stage {task.stage.name}"
-    return f"stage {task.stage.name} item {task.item.index}"
-
-
-def _lost(exc: BaseException) -> str:
-    reason = exc.reason if isinstance(exc, engine.EngineUnreachable) else str(exc)
-    return f"lost the Docker engine ({reason})"
-
-
-def _holding_words(request: Request, picture: Picture, home: str) -> str:
-    """``held by run A (since 12:01:02 UTC)``: who holds the GPUs a request can use."""
-    return holder_words(picture.holders_of(request.candidates), home)
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
-
-
-class _Nudge:
-    """Wakes tasks waiting in the queue when the engine says a container ended or went
-    away (or one of this process's tasks is stopped); else they look again every few
-    seconds. One event stream per target, opened by the first task that waits."""
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._stream: Any = None
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def wait(self, eng: engine.Engine, timeout: float) -> None:
-        with self._changed:
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._watch, args=(eng,), name="nodus-queue-events", daemon=True
-                )
-                self._thread.start()
-            self._changed.wait(timeout)
-
-    def poke(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
-
-    def _watch(self, eng: engine.Engine) -> None:
-        try:
-            self._stream = eng.watch({"type": ["container"], "event": ["die", "destroy"]})
-            for _ in self._stream.documents():
-                self.poke()
-        except (engine.EngineFailure, http.Failure, OSError, ValueError):
-            pass  # the waiting tasks still look every QUEUE_POLL_SECONDS
-        finally:
-            with self._changed:
-                self._thread = None
-
-    def close(self) -> None:
-        self._closed = True
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                stream.close()
-        self.poke()
 
 
 def _gpus(uuids: list[str]) -> str:
     return f"{'GPU' if len(uuids) == 1 else 'GPUs'} {', '.join(uuids)}"
-
-
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text else None
-    except ValueError:
-        return None
-
-
-def _check_mounts(workload: Workload) -> None:
-    """Every host path a stage mounts exists (named volumes are created when missing)."""
-    missing = []
-    for stage in workload.stages:
-        for m in stage.mounts:
-            if m.type == "bind" and not os.path.exists(m.source):
-                where = f"{m.where}: " if m.where else ""
-                missing.append(f"{where}{m.written or m.source}: {m.source} does not exist")
-    if missing:
-        raise InvalidInput(
-            "a mounted host path does not exist:\n  " + "\n  ".join(dict.fromkeys(missing)),
-            hint="create it, or fix the path (relative paths are relative to the workload file)",
-        )
-
-
-def _check_ports(workload: Workload) -> None:
-    """Every host port a stage publishes is free now."""
-    for stage in workload.stages:
-        for p in stage.ports:
-            kind = socket.SOCK_DGRAM if p.protocol == "udp" else socket.SOCK_STREAM
-            with socket.socket(socket.AF_INET, kind) as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    probe.bind((p.host_ip or "0.0.0.0", p.host))
-                except OSError as exc:
-                    if exc.errno == errno.EADDRNOTAVAIL:
-                        raise InvalidInput(
-                            f"stage {stage.name!r}: ports: {p.host_ip} is not an address of "
-                            "this machine",
-                            hint="publish on 127.0.0.1, 0.0.0.0 or one of its addresses",
-                        ) from None
-                    raise NotRunnable(
-                        f"stage {stage.name!r}: host port {p.host}/{p.protocol} is in use on "
-                        f"this machine ({exc.strerror})",
-                        hint="stop what uses it, or publish on another host port "
-                        f'(ports = ["{p.host + 1}:{p.container}"])',
-                    ) from None
-
-
-# -- images ------------------------------------------------------------------------------
-
-
-def ensure_image(eng: engine.Engine, image: str, pulls: Pulls = plain_pulls) -> None:
-    """Pull ``image`` when the engine does not have it, its progress shown by ``pulls``.
-
-    A pull that fails, or that makes no progress for ``NODUS_PULL_TIMEOUT`` seconds
-    (default 120), is one clear error: nothing has started yet.
-    """
-    try:
-        if eng.image_present(image):
-            return
-    except engine.EngineUnreachable as exc:
-        raise exc.as_nodus_error() from None
-    except engine.EngineFailure as exc:
-        raise NodusError(f"cannot inspect image {image}: {exc}") from None
-    idle = _pull_timeout()
-    try:
-        with pulls(image) as shown:
-            eng.pull(image, shown.event, idle_timeout=idle)
-        if not eng.image_present(image):
-            raise engine.EngineError(404, "the engine reports the pull done but has no such image")
-    except engine.EngineTimeout:
-        raise NodusError(
-            f"cannot get image {image}: the engine made no progress pulling it for {idle:g} s",
-            hint="is a registry reachable from the Docker engine? without one, `docker load` "
-            "the image first (NODUS_PULL_TIMEOUT sets this limit)",
-        ) from None
-    except (engine.EngineError, engine.EngineUnreachable) as exc:
-        detail = exc.message if isinstance(exc, engine.EngineError) else exc.reason
-        raise NodusError(
-            f"cannot get image {image}: {detail}",
-            hint="check the name and tag; for a private registry run `docker login`; "
-            "without a registry, `docker load` the image first",
-        ) from None
-
-
-def _pull_timeout() -> float:
-    try:
-        value = float(os.environ.get("NODUS_PULL_TIMEOUT", engine.PULL_IDLE_TIMEOUT))
-    except ValueError:
-        return engine.PULL_IDLE_TIMEOUT
-    return value if value > 0 else engine.PULL_IDLE_TIMEOUT

@@ -55,6 +55,7 @@ from nodus_cli.targets.docker.containers import (
     spec_for,
 )
 from nodus_cli.targets.local import calls as local_calls
+from nodus_cli.targets.local.claims import Ended
 from nodus_cli.targets.local.queue import me
 
 if TYPE_CHECKING:
@@ -107,10 +108,8 @@ class _Worker:
 class Pool:
     """The workers of one function-map stage of a run."""
 
-    def __init__(self, target: LocalTarget, task: Task, ended: type[Exception]) -> None:
+    def __init__(self, target: LocalTarget, task: Task) -> None:
         self.target = target
-        #: What the target raises when a task ends before its container runs (its ``end``).
-        self.ended = ended
         self.stage = task.stage
         self.folder: CallFolder = calls.folder_of(task, target.store.root)
         self.count = task.item.count if task.item is not None else 1
@@ -233,11 +232,10 @@ class Pool:
                 uuids, cid = target._claim(task, ctx, create)
             else:
                 uuids, cid = (), create(())
-        except self.ended as ended:
+        except Ended as ended:
             os.close(requests)
             os.close(replies)
-            end: TaskEnd = getattr(ended, "end")  # noqa: B009 - the target's _Ended
-            return end
+            return ended.end
         except BaseException:
             os.close(requests)
             os.close(replies)

@@ -1,40 +1,26 @@
+# ruff: noqa: F811 - the fixture imported from machine_support is a test parameter here
 """This machine as an inventory and its configuration, GPU discovery through the stand-in
 nvidia-smi, usage sampling, and the engine client against a scripted engine (what a live
 engine cannot be made to do)."""
 
 from __future__ import annotations
 
-import os
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_engine import FakeEngine, chunked, frames, hang_up, ping, reply, stall
-from paths import REPO
+from machine_support import FAKE_BIN, machine  # noqa: F401 - a fixture
 
 from nodus_cli import config
 from nodus_cli.errors import NodusError
 from nodus_cli.targets.docker import engine
+from nodus_cli.targets.docker.images import ensure as ensure_image
 from nodus_cli.targets.local import machine as localhost
 from nodus_cli.targets.local.gpu_usage import Sampler
-from nodus_cli.targets.local.target import ensure_image
 from nodus_cli.workload import Workload, load_text
-
-FAKE_BIN = REPO / "tests" / "fakes" / "bin"
-
-
-@pytest.fixture
-def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[pytest.MonkeyPatch]:
-    """The stand-in nvidia-smi first on PATH, a private configuration; set NODUS_FAKE_GPUS."""
-    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("NODUS_CONFIG", str(tmp_path / "config.toml"))
-    monkeypatch.setenv("NODUS_HOME", str(tmp_path / "home"))
-    for key in ("NODUS_FAKE_GPUS", "NODUS_FAKE_GPU_UTIL", "NODUS_FAKE_GPU_UTIL_FILE"):
-        monkeypatch.delenv(key, raising=False)
-    yield monkeypatch
 
 
 def _workload(body: str) -> Workload:

@@ -1,10 +1,10 @@
+# ruff: noqa: F811 - the fixture imported from machine_support is a test parameter here
 """The local target without a real engine: refusals before anything starts, GPU hand-out
 (whole GPUs and GPUs shared by memory), the container body, the GPU lock, and how a task
 ended, against a scripted engine (what a live engine cannot be made to do on demand)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from fake_engine import FakeEngine, ping
-from paths import REPO
+from machine_support import FAKE_BIN, machine  # noqa: F401 - a fixture
 
 from nodus_cli.errors import InvalidInput, NotRunnable
 from nodus_cli.planning.planner import no_history
@@ -30,19 +30,6 @@ from nodus_cli.targets.docker.containers import (
 from nodus_cli.targets.local.queue import Holder, Picture, Use
 from nodus_cli.targets.local.target import LocalTarget
 from nodus_cli.workload import MapSpec, Mount, Port, Workload, load_text
-
-FAKE_BIN = REPO / "tests" / "fakes" / "bin"
-
-
-@pytest.fixture
-def machine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[pytest.MonkeyPatch]:
-    """The stand-in nvidia-smi first on PATH, a private configuration; set NODUS_FAKE_GPUS."""
-    monkeypatch.setenv("PATH", f"{FAKE_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.setenv("NODUS_CONFIG", str(tmp_path / "config.toml"))
-    monkeypatch.setenv("NODUS_HOME", str(tmp_path / "home"))
-    for key in ("NODUS_FAKE_GPUS", "NODUS_FAKE_GPU_UTIL", "NODUS_FAKE_GPU_UTIL_FILE"):
-        monkeypatch.delenv(key, raising=False)
-    yield monkeypatch
 
 
 @pytest.fixture
@@ -177,7 +164,7 @@ def test_no_wait_names_the_run_holding_the_gpus_its_home_and_how_to_stop_it(
     request = target._request(stage)
     other = Holder("c1", "nodus-x", "20250101-000000-abcdef", "/srv/ci", None, None, 1.0)
     held = Picture({u: Use(whole=[other]) for u in request.candidates[:4]}, [])
-    error = target._held_error(stage, request, held)
+    error = target._claims.refusal(stage.name, "H100", request, held)
     assert error.exit_code == 3
     assert "stage 'main' needs 8× H100" in error.message
     assert "held by run 20250101-000000-abcdef of NODUS_HOME /srv/ci (since" in error.message
