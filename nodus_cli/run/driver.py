@@ -155,6 +155,9 @@ class Runner:
         self._halt: Halt | None = None
         self._stage: StageRun | None = None  # the stage under way
         self._halt_reason: str | None = None
+        #: A cancelled run's exit code (128 + the signal), its stopped tasks' too: one code
+        #: for the run and its stages, whatever signal the engine used on the containers.
+        self._halt_code: int | None = None
         self._fatal: BaseException | None = None
         self._is_running = False
         self._is_queued = False
@@ -217,7 +220,7 @@ class Runner:
         return Outcome(RunStatus.SUCCEEDED, 0, self.money.cost_now())
 
     def _cancelled(self, exc: Cancelled) -> Outcome:
-        self._halt = "cancelled"
+        self._halt, self._halt_code = "cancelled", 128 + exc.signum
         name = signal.Signals(exc.signum).name
         by = "`nodus stop`" if self._stop_was_requested() else name
         self._halt_reason = f"cancelled by {by}"
@@ -425,6 +428,8 @@ class Runner:
         message = end.message
         if end.state == TaskState.STOPPED and self._halt_reason:
             message = self._halt_reason
+        if end.state == TaskState.STOPPED and self._halt == "cancelled" and self._halt_code:
+            end = replace(end, exit_code=self._halt_code)
         if run.gave_up and run.started is None and end.state == TaskState.STOPPED:
             status, end = StageStatus.FAILED, replace(end, exit_code=EXIT_GAVE_UP)
             message = self._gave_up_words(run)

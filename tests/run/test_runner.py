@@ -323,6 +323,8 @@ def test_a_signal_stops_every_task_and_records_cancelled(store: RunStore) -> Non
     assert (outcome.status, outcome.exit_code) == (RunStatus.CANCELLED, 130)
     assert target.stopped == ["a"] and target.cleaned == [doc["id"]]
     assert [s["status"] for s in doc["stages"]] == ["cancelled", "skipped", "skipped"]
+    # one code for the run and its stage, though the engine killed the task (137)
+    assert doc["stages"][0]["exit_code"] == 130
     assert doc["stages"][0]["cost"] > 0.3  # the time it ran is paid for
     assert doc["message"] == "cancelled by SIGINT; the run's tasks were removed"
 
@@ -339,6 +341,7 @@ def test_a_stop_request_in_the_records_cancels_like_sigterm(store: RunStore) -> 
     outcome, doc = run(store, target, w)
     assert (outcome.status, outcome.exit_code) == (RunStatus.CANCELLED, 143)
     assert "cancelled by `nodus stop`" in doc["message"]
+    assert doc["stages"][0]["exit_code"] == 143
 
 
 def test_a_crash_of_nodus_is_recorded_then_raised(store: RunStore) -> None:
