@@ -63,7 +63,7 @@ from nodus_cli.targets.docker.containers import (
     spec_for,
 )
 from nodus_cli.targets.follower import LogFollower
-from nodus_cli.targets.local import calls, checks, machine, workers
+from nodus_cli.targets.local import checks, machine
 from nodus_cli.targets.local.claims import Claims, Ended, label, lost
 from nodus_cli.targets.local.queue import Request, me
 
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
     from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
     from nodus_cli.records import RunRecord
+    from nodus_cli.targets.local import workers
     from nodus_cli.targets.usage import UsageReport
     from nodus_cli.workload import Stage, Workload
 
@@ -264,17 +265,20 @@ class LocalTarget(Target):
         return user.split(":")[0] in ("", "root", "0")
 
     def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
-        if task.stage.function is not None and task.item is not None:  # .workers
+        if task.stage.function is None:
+            return self._run_task(task, ctx)
+        # A Python function call: imported here, so a command's run never loads pickle
+        # and the function machinery (start-up is felt in CI).
+        from nodus_cli.targets.local import calls, workers
+
+        if task.item is not None:  # .workers
             key = (task.run_id, task.stage.name)
             with self._lock:
                 if key not in self._pools:
                     self._pools[key] = workers.Pool(self, task)
                 pool = self._pools[key]
             return pool.run(task, ctx)
-        if task.stage.function is not None:  # a Python function call (.calls)
-            home = self.store.root
-            return calls.run(task, ctx, home, self._interpreters, self._run_task)
-        return self._run_task(task, ctx)
+        return calls.run(task, ctx, self.store.root, self._interpreters, self._run_task)
 
     def _run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
         eng = self.docker()
@@ -331,6 +335,8 @@ class LocalTarget(Target):
         def create(uuids: tuple[str, ...]) -> str:
             spec = spec_for(task, uuids, str(work) if work is not None else None)
             if stage.function is not None:  # its runtime, its call folder, its Python
+                from nodus_cli.targets.local import calls
+
                 python = self._interpreters.get(stage.image, calls.INTERPRETER)
                 spec = calls.container(spec, task, self.store.root, python)
             owned = {**spec.labels, LABEL_OWNER: me().label, LABEL_HOME: str(self.store.root)}

@@ -614,3 +614,32 @@ def test_names_with_terminal_escapes_are_shown_escaped(nodus_env: Nodus) -> None
     run_id = nodus_env.runs()[0]["id"]
     detail = nodus_env.run("runs", run_id).stdout
     assert "\x1b" not in detail and "evil\\x1b[2Jname" in detail
+
+
+def test_a_local_run_of_a_command_loads_neither_the_docker_sdk_nor_the_function_machinery(
+    nodus_env: Nodus,
+) -> None:
+    # start-up is felt in CI: the SDK is for pulls and Swarm, pickle for Python functions
+    import subprocess
+    import sys
+
+    path = nodus_env.write(workload("lean", "echo lean"))
+    code = (
+        "import contextlib, io, sys\n"
+        "from nodus_cli.__main__ import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    code = main(['run', {str(path)!r}])\n"
+        "heavy = ('docker', 'requests', 'httpx', 'pickle', 'cloudpickle', 'typer')\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in heavy]\n"
+        "loaded += [m for m in sys.modules if m.startswith('nodus_cli.functions')]\n"
+        "print(code, 'main | lean' in out.getvalue(), sorted(loaded))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=nodus_env.environ(),
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.strip().splitlines()[-1] == "0 True []", done.stdout + done.stderr
