@@ -40,13 +40,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from nodus_cli.api.runs import ItemResult, LogView, Run, RunResult, StageResult
 from nodus_cli.api.targets import CATALOG, target_names
 from nodus_cli.errors import InvalidWorkload, NodusError, UsageError
 
 if TYPE_CHECKING:
     from nodus_cli.api.calling import InFlight
     from nodus_cli.api.calls import Call, Calls
+    from nodus_cli.api.runs import LogView, Run, RunResult
     from nodus_cli.catalog.market import Market
     from nodus_cli.planning.planner import Plan, RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
@@ -63,12 +63,8 @@ __all__ = [
     "CATALOG",
     "Client",
     "Executed",
-    "ItemResult",
     "Prepared",
     "Requirements",
-    "Run",
-    "RunResult",
-    "StageResult",
     "target_names",
 ]
 
@@ -218,14 +214,15 @@ class Client:
     def _history(self, workload: Workload) -> RuntimeLookup:
         """This workload's measured runtimes from the records: none when there are no
         records yet or they cannot be read (a plan is never refused for that)."""
-        import sqlite3
-
         from nodus_cli import config
         from nodus_cli.planning.planner import no_history
-        from nodus_cli.records import fingerprint, runtime_lookup
 
         if self._store_ is None and not ((self.home or config.home()) / "runs.sqlite3").is_file():
             return no_history
+        import sqlite3
+
+        from nodus_cli.records import fingerprint, runtime_lookup
+
         try:
             return runtime_lookup(self._reader(), fingerprint(workload))
         except (NodusError, sqlite3.Error, OSError):
@@ -493,6 +490,8 @@ class Client:
             catalog=self.catalog,
             handshake=handshake,
         )
+        from nodus_cli.api.runs import Run
+
         return Run(self, record.id)
 
     def execute(
@@ -511,6 +510,8 @@ class Client:
         record, outcome = launcher.execute(
             prepared._launch, self._store, retries=retries, sink=sink
         )
+        from nodus_cli.api.runs import RunResult
+
         return Executed(record.id, outcome, RunResult.of(record))
 
     def supervise(self, run_id: str, retries: int = 0) -> int:
@@ -524,6 +525,8 @@ class Client:
         from nodus_cli.workload import from_json
 
         record = self._store.get(run_id)
+        from nodus_cli.api.runs import RunResult
+
         return RunResult.of(record), from_json(record.workload_json)
 
     # -- looking ---------------------------------------------------------------------
@@ -615,14 +618,20 @@ class Client:
     def runs(self, limit: int = 20) -> list[RunResult]:
         """Recorded runs, newest first (an active run with what its target says now)."""
         self.reconcile()
+        from nodus_cli.api.runs import RunResult
+
         return [RunResult.of(r, self._describe(r)) for r in self._store.list_runs(limit)]
 
     def get(self, run_id: str) -> Run:
         """A handle on a recorded run (a unique prefix of its id is enough)."""
+        from nodus_cli.api.runs import Run
+
         return Run(self, self._store.get(run_id).id)
 
     def newest(self) -> Run:
         """A handle on the newest recorded run."""
+        from nodus_cli.api.runs import Run
+
         return Run(self, self._store.newest().id)
 
     def logs(self, run_id: str | None = None) -> LogView:
@@ -641,6 +650,8 @@ class Client:
             return self._log_file(exc, run_id)
         lines, offset = run.read_log()
         stages = [s.name for s in record.stages]
+        from nodus_cli.api.runs import LogView
+
         return LogView(record.id, stages, lines, offset, found=found, _run=run)
 
     def _log_file(self, error: NodusError, run_id: str | None) -> LogView:
@@ -653,6 +664,8 @@ class Client:
         if not chosen:
             raise error
         lines, offset = store.read_log(chosen[0])
+        from nodus_cli.api.runs import LogView
+
         return LogView(
             chosen[0], [], lines, offset, warning=f"{error.message}; showing the log file alone"
         )

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -263,6 +261,8 @@ def _private_dir(path: Path) -> None:
 def _write_private(target: Path, data: bytes) -> None:
     """Write ``data`` to ``target`` atomically: a 0600 temporary file in the same folder,
     fsynced, then renamed over ``target``."""
+    import tempfile  # here: a plan only reads the catalog (start-up is felt in CI)
+
     fd, temp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -301,6 +301,8 @@ def replace_catalog(
     untouched."""
     base = folder()
     _private_dir(base)
+    import hashlib
+
     data = write_rows(v for _, rows in sources for v in rows)
     name = f"offers-{hashlib.sha256(data).hexdigest()[:16]}.csv"
     records = []

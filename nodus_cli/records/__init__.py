@@ -10,13 +10,43 @@
   :mod:`~nodus_cli.records.keys` what they are keyed by.
 """
 
-from nodus_cli.records.history import runtime_lookup
-from nodus_cli.records.keys import config_key, fingerprint
-from nodus_cli.records.logs import LogLine, LogWriter, Stream
-from nodus_cli.records.model import RunRecord, RunStatus, StageRecord, StageStatus, TaskRecord
-from nodus_cli.records.process import hostname, process_alive, process_start
-from nodus_cli.records.queries import SpendRow
-from nodus_cli.records.store import RunStore, StoreError, new_run_id, now_iso, open_store
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+# The package's names are loaded when first used: `from nodus_cli.records.model import
+# RunStatus` (the API's handles, a plan) must not open SQLite, start-up is felt in CI.
+if TYPE_CHECKING:
+    from nodus_cli.records.history import runtime_lookup
+    from nodus_cli.records.keys import config_key, fingerprint
+    from nodus_cli.records.logs import LogLine, LogWriter, Stream
+    from nodus_cli.records.model import RunRecord, RunStatus, StageRecord, StageStatus, TaskRecord
+    from nodus_cli.records.process import hostname, process_alive, process_start
+    from nodus_cli.records.queries import SpendRow
+    from nodus_cli.records.store import RunStore, StoreError, new_run_id, now_iso, open_store
+
+_WHERE = {
+    "runtime_lookup": "nodus_cli.records.history",
+    "config_key": "nodus_cli.records.keys",
+    "fingerprint": "nodus_cli.records.keys",
+    "LogLine": "nodus_cli.records.logs",
+    "LogWriter": "nodus_cli.records.logs",
+    "Stream": "nodus_cli.records.logs",
+    "RunRecord": "nodus_cli.records.model",
+    "RunStatus": "nodus_cli.records.model",
+    "StageRecord": "nodus_cli.records.model",
+    "StageStatus": "nodus_cli.records.model",
+    "TaskRecord": "nodus_cli.records.model",
+    "hostname": "nodus_cli.records.process",
+    "process_alive": "nodus_cli.records.process",
+    "process_start": "nodus_cli.records.process",
+    "SpendRow": "nodus_cli.records.queries",
+    "RunStore": "nodus_cli.records.store",
+    "StoreError": "nodus_cli.records.store",
+    "new_run_id": "nodus_cli.records.store",
+    "now_iso": "nodus_cli.records.store",
+    "open_store": "nodus_cli.records.store",
+}
 
 __all__ = [
     "LogLine",
@@ -40,3 +70,18 @@ __all__ = [
     "process_start",
     "runtime_lookup",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nodus_cli.records' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -41,6 +40,8 @@ from nodus_cli.targets.base import TargetFailure
 from nodus_cli.workload import Workload, from_json
 
 if TYPE_CHECKING:
+    import subprocess
+
     from nodus_cli.planning.planner import Plan
     from nodus_cli.targets.base import Preparation, Pulls, Target
 
@@ -218,6 +219,8 @@ def submit(
     args = [sys.executable, "-m", "nodus_cli", "_exec", record.id, "--retries", str(retries)]
     if catalog:
         args += ["--catalog", catalog]
+    import subprocess  # here: a foreground run starts no process (start-up is felt in CI)
+
     with store.stderr_file(record.id) as errors:
         child = subprocess.Popen(
             args,
@@ -239,6 +242,8 @@ def _handshake(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> 
     When the supervisor's own checks refused the run (what was free at submission is
     taken now), the refusal is raised here, with its words, hint and exit code, as a
     foreground run gives it, and the run leaves no record."""
+    import subprocess
+
     deadline = time.monotonic() + HANDSHAKE_SECONDS
     delay = 0.02
     while True:

@@ -14,7 +14,6 @@ of tables a large file may declare otherwise make each collection rescan all of 
 
 from __future__ import annotations
 
-import ast
 import bisect
 import contextlib
 import re
@@ -173,6 +172,8 @@ def _syntax_problem(text: str, message: str) -> Problem:
 
 def _key_text(match: re.Match[str]) -> str:
     """``('stages', 'requirements')`` in a tomllib message -> ```stages.requirements```."""
+    import ast  # here: only a broken file pays for it
+
     try:
         parts = ast.literal_eval(match.group(0))
     except (ValueError, SyntaxError):

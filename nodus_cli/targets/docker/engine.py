@@ -90,6 +90,8 @@ class Engine:
             self.tls = http.Tls()
         self.http = http.Http(self.where, connect_timeout, self.tls)
         self._client: Any = None
+        #: Images found, by name: prepare and begin both ask, one inspect serves a run.
+        self._images: dict[str, dict[str, Any]] = {}
 
     @property
     def client(self) -> Any:
@@ -228,12 +230,21 @@ class Engine:
 
     def image_config(self, image: str) -> dict[str, Any]:
         """The image's ``Config`` (User, Entrypoint, Cmd ...); empty when it is missing."""
-        doc = self.request("GET", f"/images/{http.path_of(image)}/json", allow=(404,))
-        config: dict[str, Any] = (doc or {}).get("Config") or {}
+        config: dict[str, Any] = (self._image(image) or {}).get("Config") or {}
         return config
 
     def image_present(self, image: str) -> bool:
-        return self.request("GET", f"/images/{http.path_of(image)}/json", allow=(404,)) is not None
+        return self._image(image) is not None
+
+    def _image(self, image: str) -> dict[str, Any] | None:
+        """The image's inspect document (None: the engine has no such image; not kept,
+        so a pull is seen)."""
+        doc = self._images.get(image)
+        if doc is None:
+            doc = self.request("GET", f"/images/{http.path_of(image)}/json", allow=(404,))
+            if doc is not None:
+                self._images[image] = doc
+        return doc
 
     def create(self, name: str, config: dict[str, Any]) -> str:
         doc = self.request("POST", "/containers/create", {"name": name}, body=config)
