@@ -14,6 +14,29 @@
 2. No GPU: M items (default 0: skipped; e.g. 2,000): the most memory the nodus process held
    (goal: under 200 MB) and its CPU per task.
 
+Where a task's time goes (py-spy, 250 samples/s of the thread holding the GIL, 100 items,
+after the changes of issue 17; ~8.5 ms of Python a task, ~10 ms of CPU with the kernel's):
+
+  2.3 ms  the driver's loop: the event queue's hand-offs between task threads and the
+          driver (~1.3), each event's bookkeeping, the progress line (~1)
+  1.2 ms  start-up and imports, ~120 ms once, spread over the items
+  1.0 ms  the GPU claim: two listings of the engine's containers a task (choose, then
+          verify the reservation: the no-double-booking guarantee across processes)
+  0.9 ms  the log follower: the live stream, and one read of the complete log when the
+          stream ended early
+  0.7 ms  the records: task rows in batches (one transaction every 0.5 s), stage, cost
+  0.8 ms  the engine calls themselves (create, start, wait, remove in the background)
+  0.2 ms  thread starts (the task's, its log follower's, its removal's)
+  1.1 ms  the rest (JSON, labels, the container's spec)
+
+Removed on the way (first measured at 48 ms a task, the stand-in's calls through a pyenv
+shim included): the Docker SDK and requests per call (~11 ms;
+now our own HTTP/1.1 over one kept-alive connection per thread), an nvidia-smi per task
+(now one per interval for the whole process), removal in the critical path. Left: a
+thread per lane instead of per task, one listing instead of two when nobody else uses the
+engine. The stand-in nvidia-smi's own CPU (a Python script, ~25 ms a call) is measured
+and left out of nodus's figure, and printed.
+
 Needs the local engine with the stand-in NVIDIA hook and the test image (``bash
 tests/harness/engine.sh up``) and the stand-in nvidia-smi (tests/fakes/bin). Not
 collected by pytest.
