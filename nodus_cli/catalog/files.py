@@ -28,9 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from nodus_cli import data
-from nodus_cli.catalog import formats
-from nodus_cli.catalog.formats import NO_ON_DEMAND_PRICE, FormatError
-from nodus_cli.catalog.formats import nodus as nodus_format
 from nodus_cli.catalog.model import (
     HOST_SIZE_MINIMUM_VALUE,
     Catalog,
@@ -146,6 +143,11 @@ def load_user_catalog(path: Path) -> Catalog:
     Rows with no on-demand price (spot only) are left out and counted in
     ``meta["dropped"]``; extra columns are ignored.
     """
+    # Here: a plan on the embedded or updated catalog reads nodus's own rows, unchecked.
+    from nodus_cli.catalog import formats
+    from nodus_cli.catalog.formats import NO_ON_DEMAND_PRICE, FormatError
+    from nodus_cli.catalog.formats import nodus as nodus_format
+
     columns = ",".join(REQUIRED_COLUMNS)
     try:
         body = path.read_bytes()

@@ -259,7 +259,7 @@ def run(
         dry_run,
         detach,
         retries,
-        env or [],
+        tuple(env or ()),
         output,
         priority,
         no_wait,

@@ -38,12 +38,15 @@ from nodus_cli.targets.docker.containers import (
     LABEL_WORKLOAD,
     container_name,
 )
-from nodus_cli.targets.local.queue import Ledger, Picture, Request, Waiter, holder_words, me
+from nodus_cli.targets.local.owner import me
 from nodus_cli.text import plural
 from nodus_cli.workload.model import DEFAULT_PRIORITY
 
+# The queue's rules (.queue) are loaded by the first task that wants a GPU: a CPU run's
+# start-up does not pay for them.
 if TYPE_CHECKING:
     from nodus_cli.targets.local.machine import LocalGpu
+    from nodus_cli.targets.local.queue import Ledger, Picture, Request, Waiter
     from nodus_cli.workload import Requirements
 
 __all__ = ["QUEUE_POLL_SECONDS", "Claims", "Ended", "label", "lost", "ordinal"]
@@ -86,6 +89,8 @@ class Claims:
         matching: Sequence[LocalGpu], req: Requirements, prefer: tuple[str, ...] = ()
     ) -> Request:
         """What a task of requirements ``req`` asks of the ``matching`` GPUs."""
+        from nodus_cli.targets.local.queue import Request
+
         candidates = tuple(g.uuid for g in sorted(matching, key=lambda g: g.index))
         if req.share_gpu and req.peak_memory_gb:
             return Request(candidates, 1, req.peak_memory_gb, prefer)
@@ -102,6 +107,8 @@ class Claims:
 
     def ledger(self) -> Ledger:
         if self._ledger is None:
+            from nodus_cli.targets.local.queue import Ledger
+
             self._ledger = Ledger(self._docker(), self._gpus())
         return self._ledger
 
@@ -120,6 +127,8 @@ class Claims:
 
     def holding(self, request: Request, picture: Picture) -> str:
         """``held by run A (since 12:01:02 UTC)``: who holds the GPUs a request can use."""
+        from nodus_cli.targets.local.queue import holder_words
+
         return holder_words(picture.holders_of(request.candidates), self.home)
 
     def refusal(
@@ -158,6 +167,8 @@ class Claims:
         entry = next((w for w in waiters if w.id == container_id), None)
         if picture is None or entry is None:
             return "queued"
+        from nodus_cli.targets.local.queue import holder_words
+
         holders = holder_words(picture.holders_of(entry.wants), self.home)
         return f"queued, {ordinal(picture.place(entry))} in line ({holders})"
 
@@ -231,6 +242,8 @@ class Claims:
     def _enqueue(self, task: Task, request: Request) -> Waiter:
         """The task's queue entry: a container that is created, never started, holds
         nothing, and says to every user of the engine where the task stands in line."""
+        from nodus_cli.targets.local.queue import Waiter
+
         name = f"{container_name(task)}-queued"[:63]
         labels = {
             LABEL_RUN: task.run_id,

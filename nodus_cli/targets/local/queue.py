@@ -32,14 +32,12 @@ it, whichever ``NODUS_HOME`` it came from.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from nodus_cli.records import hostname, process_alive, process_start
 from nodus_cli.targets.docker.containers import (
     LABEL_GPU_SHARE,
     LABEL_GPUS,
@@ -52,6 +50,7 @@ from nodus_cli.targets.docker.containers import (
     LABEL_RUN,
     LABEL_WANTS,
 )
+from nodus_cli.targets.local.owner import Owner, me
 from nodus_cli.text import plural
 
 if TYPE_CHECKING:
@@ -72,47 +71,6 @@ __all__ = [
 
 #: The states in which a container holds what it was created with.
 LIVE = ["created", "running", "restarting", "paused"]
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """The process that made a container: it is gone when its pid is not alive (or is
-    another process now) on its host."""
-
-    host: str
-    pid: int
-    start: int | None
-
-    @property
-    def label(self) -> str:
-        return f"{self.host}:{self.pid}:{self.start if self.start is not None else ''}"
-
-    @classmethod
-    def parse(cls, text: str | None) -> Owner | None:
-        if not text:
-            return None
-        host, _, rest = text.rpartition(":")
-        host, _, pid = host.rpartition(":")
-        try:
-            return cls(host, int(pid), int(rest) if rest else None)
-        except ValueError:
-            return None
-
-    @property
-    def gone(self) -> bool:
-        """Known to be dead: only a process on this host can be known so."""
-        return self.host == hostname() and not process_alive(self.pid, self.start)
-
-
-def me() -> Owner:
-    """This process, as the owner label of what it creates (read once per process)."""
-    pid = os.getpid()
-    if _ME.get(pid) is None:
-        _ME[pid] = Owner(hostname(), pid, process_start(pid))
-    return _ME[pid]
-
-
-_ME: dict[int, Owner] = {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,13 +65,14 @@ from nodus_cli.targets.docker.containers import (
 from nodus_cli.targets.follower import LogFollower
 from nodus_cli.targets.local import checks, machine
 from nodus_cli.targets.local.claims import Claims, Ended, label, lost
-from nodus_cli.targets.local.queue import Request, me
+from nodus_cli.targets.local.owner import me
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
     from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
     from nodus_cli.records import RunRecord
     from nodus_cli.targets.local import workers
+    from nodus_cli.targets.local.queue import Request
     from nodus_cli.targets.usage import UsageReport
     from nodus_cli.workload import Stage, Workload
 

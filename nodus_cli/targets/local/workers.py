@@ -56,7 +56,7 @@ from nodus_cli.targets.docker.containers import (
 )
 from nodus_cli.targets.local import calls as local_calls
 from nodus_cli.targets.local.claims import Ended
-from nodus_cli.targets.local.queue import me
+from nodus_cli.targets.local.owner import me
 
 if TYPE_CHECKING:
     from nodus_cli.targets.local.target import LocalTarget
