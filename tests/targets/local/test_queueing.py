@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from docker_support import (  # noqa: F401 - fixtures
+    FAKE_BIN,
     IMAGE,
     REPO,
     Nodus,
@@ -325,13 +326,21 @@ def _as_another_user(nodus_env: Nodus, other: Path, socket_group: int, group: st
     a = detach(nodus_env, hold, "l4x1")
     wait_status(nodus_env, a, "running")
     site = next((REPO / ".venv" / "lib").glob("python3*/site-packages"))
+    # The checkout may sit where only its owner can enter (a clone under `mktemp -d`): the
+    # other user runs a copy of the package and of the stand-in nvidia-smi.
+    import shutil
+
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO / "nodus_cli", other / "lib" / "nodus_cli", ignore=skip)
+    shutil.copytree(REPO / "tests" / "fakes", other / "fakes", ignore=skip)
     env = {
         **nodus_env.environ("l4x1"),
         "HOME": str(other),
         "NODUS_HOME": str(other / "home"),
         "NODUS_CONFIG": str(other / "config.toml"),
-        "PYTHONPATH": f"{REPO}{os.pathsep}{site}",
+        "PYTHONPATH": f"{other / 'lib'}{os.pathsep}{site}",
     }
+    env["PATH"] = env["PATH"].replace(str(FAKE_BIN), str(other / "fakes" / "bin"))
     python = "/usr/bin/python3.11" if Path("/usr/bin/python3.11").exists() else sys.executable
     done = subprocess.run(
         [
