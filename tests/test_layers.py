@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "nodus_cli.errors",
             "nodus_cli.text",
+            "nodus_cli.lazy",
             "nodus_cli.collector",
             "nodus_cli.data",
             "nodus_cli.version",

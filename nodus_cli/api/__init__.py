@@ -12,7 +12,9 @@ names in ``nodus_cli.__all__`` is internal and may change between releases.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nodus_cli.lazy import exports
 
 if TYPE_CHECKING:
     from nodus_cli.api.calls import Call, CallResult, Calls
@@ -93,16 +95,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'nodus_cli.api' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = exports(__name__, _WHERE)
