@@ -559,3 +559,21 @@ def test_a_refusal_hints_the_plan_of_the_file_the_user_gave(tmp_path: Path) -> N
     done = nodus(tmp_path, "run", str(folder / "big.toml"), **env)
     assert f"hint: `nodus plan '{folder / 'big.toml'}'`" in done.stderr  # quoted for a shell
     assert "FILE" not in done.stderr
+
+
+def test_the_catalog_and_its_sources_fit_80_columns_without_clipping_a_source(
+    tmp_path: Path,
+) -> None:
+    done = nodus(tmp_path, "catalog")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), max(lines, key=len)
+    # where each supplier's rows come from, whole: repo@commit, then the path beneath it
+    at = next(i for i, line in enumerate(lines) if line.split()[:1] == ["aws"])
+    import re
+
+    assert re.search(r"embedded  skypilot-org/skypilot-catalog@[0-9a-f]{12}$", lines[at])
+    assert re.fullmatch(r" +catalogs/v\d+/aws/vms\.csv", lines[at + 1])
+    assert "…" not in done.stdout
+    wide = nodus(tmp_path, "catalog", columns="200").stdout  # one line a supplier when it fits
+    assert re.search(r"skypilot-catalog@[0-9a-f]{12} catalogs/v\d+/aws/vms\.csv", wide)

@@ -110,12 +110,9 @@ def run(catalog_path: str | None, as_json: bool) -> int:
     if cat.origins:
         out.line()
         out.line(out.paint("suppliers (where each one's offers come from):", "bold"))
-        out.table(
-            ["supplier", "rows", "from", "where"],
-            [[o.supplier, str(o.rows), o.source, o.where] for o in cat.origins],
-            right=(1,),
-            indent="  ",
-        )
+        headers = ["supplier", "rows", "from", "where"]
+        rows = [[o.supplier, str(o.rows), o.source, o.where] for o in cat.origins]
+        out.table(headers, _fitted(rows, headers, out.width), right=(1,), indent="  ")
     env = os.environ.get("NODUS_CATALOG")
     out.line()
     if embedded:
@@ -420,3 +417,19 @@ def update(
         out.line("  the embedded catalog supplies every supplier no source carries")
     out.flush()
     return 0
+
+
+def _fitted(rows: list[list[str]], headers: list[str], width: int | None) -> list[list[str]]:
+    """The sources table's rows, each ``where`` (``repo@commit path``) on two lines when
+    the table would be wider than ``width``: nothing of it is clipped (it is what a user
+    copies to find the file), and the table fits 80 columns."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    if width is None or 2 + sum(widths) + 2 * (len(widths) - 1) <= width:
+        return rows
+    split: list[list[str]] = []
+    for *cells, where in rows:
+        head, _, tail = where.rpartition(" ")
+        split.append([*cells, head or tail])
+        if head:
+            split.append(["", "", "", tail])
+    return split
