@@ -6,27 +6,10 @@ import csv
 from pathlib import Path
 
 import pytest
-from paths import REPO
+from catalog_support import HEADER, OFFERS, load, write_catalog
 
 from nodus_cli import catalog
 from nodus_cli.catalog import CatalogError, Offer, rows
-
-#: The sourced data the embedded catalog is built from (provenance: SOURCES.md beside it).
-OFFERS = REPO / "tools" / "catalog" / "offers.csv"
-HEADER = (
-    "supplier,machine_id,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,region,"
-    "price_per_hour,spot_price_per_hour,arch\n"
-)
-
-
-def write_catalog(tmp_path: Path, rows: str, header: str = HEADER, name: str = "c.csv") -> Path:
-    path = tmp_path / name
-    path.write_text(header + rows, encoding="utf-8")
-    return path
-
-
-def load(tmp_path: Path, rows: str, header: str = HEADER) -> tuple[Offer, ...]:
-    return catalog.load_user_catalog(write_catalog(tmp_path, rows, header)).offers
 
 
 @pytest.mark.parametrize(

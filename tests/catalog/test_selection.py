@@ -7,13 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from catalog_support import HEADER
 
 from nodus_cli import catalog
-
-HEADER = (
-    "supplier,machine_id,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,region,"
-    "price_per_hour,spot_price_per_hour,arch\n"
-)
 
 
 def write_catalog(tmp_path: Path, rows: str, name: str) -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from catalog_support import HEADER
 from paths import FAKES, REPO
 from process_target import registered  # noqa: F401 - the documented "process" target
 
@@ -26,10 +27,6 @@ from nodus_cli.records import RunStatus, RunStore, StageRecord, StageStatus, Tas
 from nodus_cli.text import display_width
 from nodus_cli.workload import load_text
 
-HEADER = (
-    "supplier,machine_id,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,region,"
-    "price_per_hour,spot_price_per_hour,arch\n"
-)
 #: Long machine IDs and regions, as real catalogs have them.
 LONG_IDS = (
     "crusoecloud__8xA100_80GB__96__960",

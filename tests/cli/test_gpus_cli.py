@@ -10,13 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from catalog_support import HEADER
 
 from nodus_cli import catalog
 
-HEADER = (
-    "supplier,machine_id,gpu,gpu_count,gpu_memory_gb,vcpus,memory_gb,region,"
-    "price_per_hour,spot_price_per_hour,arch\n"
-)
 MARKET = """\
 aws,p5.48xlarge,H100,8,80,192,2048,us-east-1,98.32,20.99,x86_64
 lambda,gpu_8x_h100_sxm5,NVIDIA H100 80GB HBM3,8,79.6,208,1800,us-west-1,23.92,,x86_64
