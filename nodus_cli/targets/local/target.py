@@ -178,17 +178,19 @@ class LocalTarget(Target):
 
     def _refuse_held(self, workload: Workload) -> None:
         """``--no-wait``: refuse now, before anything is recorded, when the GPUs a stage
-        needs are held (or others wait for them first)."""
-        for stage in workload.stages:
-            if not stage.requirements.wants_gpu:
-                continue
+        needs are held (or others wait for them first). One look at the engine serves
+        every stage."""
+        stages = [s for s in workload.stages if s.requirements.wants_gpu]
+        if not stages:
+            return
+        try:
+            picture = self._claims.ledger().read()
+        except engine.EngineUnreachable as exc:
+            raise exc.as_nodus_error() from None
+        except engine.EngineFailure:
+            return  # the run itself will say what is wrong with the engine
+        for stage in stages:
             request = self._request(stage)
-            try:
-                picture = self._claims.ledger().read()
-            except engine.EngineUnreachable as exc:
-                raise exc.as_nodus_error() from None
-            except engine.EngineFailure:
-                return  # the run itself will say what is wrong with the engine
             if not self._claims.fits(picture, request, workload.priority):
                 raise self._claims.refusal(stage.name, self._model(stage), request, picture)
 

@@ -55,7 +55,7 @@ from nodus_cli.targets.docker.containers import (
     spec_for,
 )
 from nodus_cli.targets.local import calls as local_calls
-from nodus_cli.targets.local.claims import Ended
+from nodus_cli.targets.local.claims import Ended, lost
 from nodus_cli.targets.local.owner import me
 
 if TYPE_CHECKING:
@@ -255,7 +255,7 @@ class Pool:
             os.close(requests)
             os.close(replies)
             target._withdraw(cid)
-            return TaskEnd(TaskState.INFRASTRUCTURE, 1, f"lost the Docker engine ({exc})")
+            return TaskEnd(TaskState.INFRASTRUCTURE, 1, lost(exc))
         offer = target._offer_for(self.stage)
         started = Started(
             devices=uuids,
