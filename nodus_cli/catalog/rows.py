@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from itertools import repeat
+from operator import contains
 
 from nodus_cli.catalog.model import HOST_SIZE_EXACT, HOST_SIZE_MINIMUM_VALUE, Offer
 from nodus_cli.hardware import gpus
@@ -209,7 +210,10 @@ def _plain(regions: list[str], prices: list[str], spots: list[str]) -> bool:
     for column in (regions, prices, spots):
         if list(map(str.strip, column)) != column:
             return False
-    if any("," in r and _region(r) != r for r in regions):
+    # (a C loop finds the regions with a comma: most have none)
+    if any(map(contains, regions, repeat(","))) and any(
+        _region(r) != r for r in regions if "," in r
+    ):
         return False
     if not all(prices):
         return False

@@ -356,3 +356,37 @@ def test_lambda_rtx6000_is_the_quadro_rtx_6000() -> None:
     assert rtx == ("Quadro RTX 6000", 24.0)
     found, _ = offers(real.read("lambda_v9.csv"), "lambda")
     assert {o.machine_id for o in found} >= {"gpu_8x_v100_n", "gpu_1x_a100_sxm4"}
+
+
+def test_a_zone_with_spot_0_does_not_hide_the_other_zones_spot_prices() -> None:
+    """The spot price is the lowest above 0 over the zones: 0 in one zone is none there."""
+    header = samples.AWS_V7.splitlines()[0]
+    text = (
+        f"{header}\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0,us-east-1,use1-az1\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0312,us-east-1,use1-az2\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0298,us-east-1,use1-az3\n"
+    )
+    found, checked = offers(text, "aws")
+    assert [(o.region, o.price_per_hour, o.spot_price_per_hour) for o in found] == [
+        ("us-east-1", 0.0725, 0.0298)
+    ]
+    assert checked.rows_used == 3
+
+
+def test_zones_whose_prices_differ_make_one_row_at_the_regions_price() -> None:
+    """A zone without a price between two with one, and a zone priced higher: one
+    configuration, the highest price, every row used once."""
+    header = samples.AWS_V7.splitlines()[0]
+    text = (
+        f"{header}\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0301,us-east-1,use1-az1\n"
+        "c7g.large,,,2.0,4.0,,,0.0290,us-east-1,use1-az2\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0305,us-east-1,use1-az3\n"
+        "c7g.large,,,2.0,4.0,,0.0800,0.0310,us-east-1,use1-az4\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0301,us-west-2,usw2-az1\n"
+    )
+    found, checked = offers(text, "aws")
+    got = {o.region: (o.price_per_hour, o.spot_price_per_hour) for o in found}
+    assert got == {"us-east-1": (0.08, 0.029), "us-west-2": (0.0725, 0.0301)}
+    assert (checked.rows_used, checked.rows_refused, checked.rows_read) == (5, 0, 5)

@@ -137,7 +137,7 @@ def _emit_all(
     col = layout.col
     first = layout.first
     ir = col["Region"]
-    region_of = itemgetter(1 + layout.right_key_names.index("Region")) if ir >= first else None
+    region_of = itemgetter(layout.right_key_names.index("Region")) if ir >= first else None
     machine_cols = [(c, col[c]) for c in MACHINE_COLUMNS if c in col]
     for head, offers in by_head.items():
         head_cells = heads[head if layout.machine_right is None else head[0]]

@@ -266,7 +266,7 @@ def _cell_getter(
     """How to find a cell of a group, from its head and its key: in the key cells, else in
     the head ("" when the file has no such column)."""
     if name in layout.right_key_names:
-        at = 1 + layout.right_key_names.index(name)
+        at = layout.right_key_names.index(name)
         return lambda head, key: key[at]
     index = layout.col.get(name)
     if index is None:

@@ -5,8 +5,8 @@ Columns are found by name (:class:`Layout`). A file lists a region's zones one a
 other, and those rows differ only in their zone and prices. So each line is split once,
 from the right, at its first price cell (``str.rsplit``, in a C loop over the lines), and
 ``itertools.groupby`` collects the rows of one group: no Python code runs per row, only
-per group; the text before the prices (the head) is split into cells once per distinct
-head. That reads a 100,000-row file in a small fraction of a second
+per group, and a group keeps only what it needs (not its rows); the text before the prices
+(the head) is split into cells once per distinct head. That reads a 100,000-row file in a small fraction of a second
 (``benchmarks/catalog_update.py``). A file whose quoting this cannot follow (a quote
 after the head, a cell over two lines) is read by the csv module instead, and grouped the
 same way (:func:`read`). The rows of one group seen twice (rows out of order, or AWS's
@@ -20,8 +20,8 @@ import io
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import groupby, islice
-from operator import itemgetter, methodcaller
+from itertools import compress, groupby, islice
+from operator import add, eq, itemgetter, methodcaller, ne
 from typing import Any
 
 from nodus_cli.catalog.formats import FormatError
@@ -128,7 +128,9 @@ class Layout:
     spot: int
     has_spot: bool
     #: The cells of ``parts`` that identify the group along with the head (Region, ...),
-    #: by name, and a getter of the head and those cells.
+    #: by name (a group's ``key``, in :class:`Offers`), and a getter of the head, those
+    #: cells and the price: rows of one region whose prices differ make groups of their
+    #: own, which :func:`_merged` combines, so reading a group takes no price work.
     right_key_names: tuple[str, ...]
     group_key: Callable[[Sequence[Any]], tuple[Any, ...]]
     #: The cells of ``parts`` that say what the machine is (GpuInfo when it comes late);
@@ -158,9 +160,7 @@ class Layout:
             isp - first + 1,
             "SpotPrice" in col,
             tuple(names[i] for i in right),
-            # A tuple always (a one-item itemgetter gives the item itself): with no key
-            # cells after the head, the head twice.
-            itemgetter(0, *(i - first + 1 for i in right)) if right else itemgetter(0, 0),
+            itemgetter(0, *(i - first + 1 for i in right), ip - first + 1),
             getter(machine) if machine else None,
             (*KEY, "AvailabilityZone") if by_zone and "AvailabilityZone" in col else KEY,
         )
@@ -173,10 +173,12 @@ class Offers:
 
     #: The first row, split as the reader splits it (``parts[0]`` is the head).
     parts: list[Any]
-    #: While the file is read: each group's (lines, key, price, spot).
-    groups: list[tuple[Sequence[int], tuple[Any, ...], str, str]] = field(default_factory=list)
+    #: While the file is read: each group's first line (or, from the csv module, its
+    #: lines), its number of rows, its key cells and price (``group_key`` without the
+    #: head), and its lowest spot price.
+    groups: list[tuple[Any, int, tuple[Any, ...], str]] = field(default_factory=list)
     lines: list[Sequence[int]] = field(default_factory=list)
-    #: Each group's key: the head, then its key cells (Region, ...), as a tuple.
+    #: Each group's key: its key cells (Region, ...) after the head, as a tuple.
     keys: list[tuple[Any, ...]] = field(default_factory=list)
     #: Each group's on-demand price ("": none) and lowest spot price above 0 ("": none).
     prices: list[str] = field(default_factory=list)
@@ -185,69 +187,86 @@ class Offers:
 
 def _gather(
     rows: Iterable[list[Any]], layout: Layout, numbered: bool, *, zero_is_none: bool = True
-) -> tuple[dict[Any, Offers], bool]:
-    """The rows of a file, one group per run of rows with one key (head and key cells),
-    each head's groups together.
+) -> tuple[dict[Any, Offers], set[Any]]:
+    """The rows of a file, one group per run of rows with one key (head, key cells and
+    price), each head's groups together.
 
     ``rows`` come split (``parts``): from the fast reader (``str.rsplit``), line after line,
     or, ``numbered``, from the csv module, each with its line number last. The grouping is
     ``itertools.groupby`` on the key cells, so the rows of a region's zones, which a file
-    lists one after the other, cost no Python code of their own: only each group does. A
-    key seen again later in the file makes a second group, merged by :func:`_merged` (the
-    second value says whether one was). Unless ``zero_is_none`` is False, a price or spot
-    price of 0 is none (:func:`_checked`).
+    lists one after the other, cost no Python code of their own: only each group does, and
+    as little as it can. What a group keeps is small (its first line, size, key and spot
+    price; not its rows): keeping every row alive doubles the time to read a big file. A
+    key seen again later in the file, or a region whose zones' prices differ, makes a
+    second group, merged by :func:`_merged` (the second value: the heads that have one).
+    Unless ``zero_is_none`` is False, a price or spot price of 0 is none (:func:`_checked`).
     """
-    pp, sp = layout.price, layout.spot
-    price_of, spot_of = itemgetter(pp), itemgetter(sp)
+    sp = layout.spot
+    spot_of = itemgetter(sp)
+    line_of = itemgetter(-1)
     machine_right = layout.machine_right
     has_spot = layout.has_spot
     by_head: dict[Any, Offers] = {}
     get = by_head.get
-    seen: set[tuple[Any, ...]] = set()
-    see = seen.add
     number = 2  # the first data row's line (the header is line 1)
     for key, group in groupby(rows, key=layout.group_key):
         found = list(group)
-        n = len(found)
         head = key[0] if machine_right is None else (key[0], machine_right(found[0]))
         offers = get(head)
         if offers is None:
             offers = by_head[head] = Offers(found[0])
-        if numbered:
-            lines: Sequence[int] = [row[-1] for row in found]
+        n = len(found)
+        first: Any = list(map(line_of, found)) if numbered else number
+        number += n
+        if not has_spot:
+            spot = ""
+        elif n == 1:
+            spot = found[0][sp]  # _checked checks it
         else:
-            lines = range(number, number + n)
-            number += n
-        price = found[0][pp]
-        if n > 1:
-            prices = list(map(price_of, found))
-            if prices.count(price) != n:
-                price = region_price(prices)
-        spot = ""
-        if has_spot:
-            try:  # the lowest spot price (that it is above 0, _checked checks)
-                spot = min(filter(None, map(spot_of, found)), key=float, default="")
-            except ValueError:
-                spot = region_spot(list(map(spot_of, found)))
-        offers.groups.append((lines, key, price, spot))
-        see(key)  # the head's hash is known by now: cheap
-    for offers in by_head.values():
-        _checked(offers, zero_is_none)
-    return by_head, len(seen) != sum(len(o.keys) for o in by_head.values())
+            spot = _lowest_spot(list(map(spot_of, found)), zero_is_none)
+        offers.groups.append((first, n, key[1:], spot))
+    repeated = set()
+    for head, offers in by_head.items():
+        _checked(offers, numbered, zero_is_none)
+        if len(set(offers.keys)) != len(offers.keys):
+            repeated.add(head)
+    return by_head, repeated
 
 
-def _checked(offers: Offers, zero_is_none: bool = True) -> None:
-    """The groups column by column, each group's price and spot price as :func:`region_price`
-    and :func:`region_spot` give them (0 is no price): the usual case, every one a number above
-    0, checked column by column; the others one by one."""
-    lines, keys, prices, spots = zip(*offers.groups, strict=True)
-    offers.lines, offers.keys = list(lines), list(keys)
-    offers.prices, offers.spots = list(prices), list(spots)
+def _lowest_spot(spots: list[str], zero_is_none: bool) -> str:
+    """The lowest spot price of a region's zones (the cells as the file gives them): the
+    lowest number, above 0 unless ``zero_is_none`` is False; a cell that is not a number
+    is given back for the row rules to refuse (:func:`region_spot`)."""
+    try:
+        if "" in spots:
+            spot = min(filter(None, spots), key=float, default="")
+        else:
+            spot = min(spots, key=float)
+        if not zero_is_none or not spot or float(spot) > 0:
+            return spot
+    except ValueError:
+        pass
+    return region_spot(spots) if zero_is_none else lowest(spots)
+
+
+def _checked(offers: Offers, numbered: bool, zero_is_none: bool = True) -> None:
+    """The groups as columns (lines, keys, prices, spots), each group's price and spot
+    price as :func:`region_price` and :func:`region_spot` give them (0 is no price): the
+    usual case, every one a number above 0, checked column by column; the others one by
+    one."""
+    firsts, counts, tails, spots = zip(*offers.groups, strict=True)
     offers.groups = []
+    if numbered:
+        offers.lines = list(firsts)
+    else:
+        offers.lines = list(map(range, firsts, map(add, firsts, counts)))
+    offers.keys = list(map(_BUT_LAST, tails))
+    offers.prices = list(map(_LAST, tails))
+    offers.spots = list(spots)
     if not zero_is_none:
         return
-    try:
-        values = list(map(float, offers.prices))
+    try:  # ("" is no price: the same after region_price)
+        values = list(map(float, filter(None, offers.prices)))
         found = list(map(float, filter(None, offers.spots)))
     except ValueError:
         values = found = []
@@ -259,6 +278,10 @@ def _checked(offers: Offers, zero_is_none: bool = True) -> None:
             return
     offers.prices = [region_price([p]) for p in offers.prices]
     offers.spots = [region_spot([p]) for p in offers.spots]
+
+
+_BUT_LAST = itemgetter(slice(None, -1))
+_LAST = itemgetter(-1)
 
 
 def _fast_rows(lines: list[str], layout: Layout) -> Iterator[list[Any]]:
@@ -338,7 +361,7 @@ def _merged(
     by_head: dict[Any, Offers],
     heads: dict[Any, list[str]],
     layout: Layout,
-    repeated: bool,
+    repeated: set[Any],
     zero_is_none: bool = True,
 ) -> dict[Any, Offers]:
     """One :class:`Offers` per machine and one group per key: the groups of a key seen
@@ -356,23 +379,56 @@ def _merged(
     merged: dict[Any, Offers] = {}
     for group in machines.values():
         head, first = group[0]
+        if len(group) == 1:  # one head: only its repeated keys to combine, if any
+            merged[head] = _combined(first, zero_is_none) if head in repeated else first
+            continue
         into = merged[head] = Offers(first.parts)
         at: dict[object, int] = {}
         for _, offers in group:
             for lines, key, price, spot in zip(
                 offers.lines, offers.keys, offers.prices, offers.spots, strict=True
             ):
-                same = at.get(key[1:])
+                same = at.get(key)
                 if same is None:
-                    at[key[1:]] = len(into.keys)
+                    at[key] = len(into.keys)
                     into.lines.append(lines)
                     into.keys.append(key)
                     into.prices.append(price)
                     into.spots.append(spot)
                     continue
-                into.lines[same] = [*into.lines[same], *lines]
-                both = [into.prices[same], price]
-                into.prices[same] = region_price(both) if zero_is_none else highest(both)
-                both = [into.spots[same], spot]
-                into.spots[same] = region_spot(both) if zero_is_none else lowest(both)
+                _combine(into, same, lines, price, spot, zero_is_none)
     return merged
+
+
+def _combined(offers: Offers, zero_is_none: bool) -> Offers:
+    """``offers`` with each key's groups combined into its first (C loops find them: a
+    big file may have a few in each of many machines)."""
+    keys = offers.keys
+    n = len(keys)
+    # a key -> its first group
+    first_of = dict(zip(reversed(keys), range(n - 1, -1, -1), strict=True))
+    firsts = list(map(first_of.__getitem__, keys))
+    later = list(compress(range(n), map(ne, firsts, range(n))))
+    for i in later:
+        _combine(
+            offers, firsts[i], offers.lines[i], offers.prices[i], offers.spots[i], zero_is_none
+        )
+    kept = list(map(eq, firsts, range(n)))
+    return Offers(
+        offers.parts,
+        lines=list(compress(offers.lines, kept)),
+        keys=list(compress(keys, kept)),
+        prices=list(compress(offers.prices, kept)),
+        spots=list(compress(offers.spots, kept)),
+    )
+
+
+def _combine(
+    into: Offers, at: int, lines: Sequence[int], price: str, spot: str, zero_is_none: bool
+) -> None:
+    """Group ``at`` of ``into`` with another group of its key (lines, price, spot)."""
+    into.lines[at] = sorted([*into.lines[at], *lines])
+    both = [into.prices[at], price]
+    into.prices[at] = region_price(both) if zero_is_none else highest(both)
+    both = [into.spots[at], spot]
+    into.spots[at] = region_spot(both) if zero_is_none else lowest(both)
