@@ -97,6 +97,8 @@ def config_path() -> Path:
 
 @dataclass(frozen=True, slots=True)
 class LocalConfig:
+    """``[local]``: what this machine costs an hour, and where it is."""
+
     price_per_hour: float = 0.0
     region: str = "local"
 
@@ -119,6 +121,8 @@ class CatalogSource:
 
 @dataclass(frozen=True, slots=True)
 class CatalogConfig:
+    """``[catalog]``: the sources ``nodus catalog update`` reads, and how old prices may be."""
+
     sources: tuple[CatalogSource, ...] = ()
     max_age_days: float = DEFAULT_MAX_AGE_DAYS
     #: The file the values came from (None: defaults, no file).

@@ -55,6 +55,8 @@ class ItemResult:
 
 @dataclass(frozen=True, slots=True)
 class StageResult:
+    """One stage of a finished run, as the API gives it."""
+
     name: str
     status: StageStatus
     exit_code: int | None
@@ -91,6 +93,8 @@ class StageResult:
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
+    """A finished run, as the API gives it: status, exit code, cost and stages."""
+
     id: str
     workload: str
     target: str

@@ -132,6 +132,8 @@ class Origin:
 
 @dataclass(frozen=True, slots=True)
 class Catalog:
+    """The offers in use, where they come from and what chose them."""
+
     offers: tuple[Offer, ...]
     path: str
     meta: dict[str, Any]

@@ -30,6 +30,8 @@ _WORDS = re.compile(r"[-_.]")
 
 @dataclass(frozen=True, slots=True)
 class Architecture:
+    """A GPU architecture: its compute capability and the CUDA versions that support it."""
+
     cc: Version
     name: str
     first: Version

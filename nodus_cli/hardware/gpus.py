@@ -46,6 +46,8 @@ def normalize(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class GpuFamily:
+    """A GPU model (H100, L4, ...): its vendor, architecture and memory variants."""
+
     name: str
     vendor: str
     architecture: str
@@ -73,6 +75,8 @@ class GpuFamily:
 
 @dataclass(frozen=True, slots=True)
 class Variant:
+    """One spelling of a GPU (a name table row): the family and the memory it names."""
+
     family: GpuFamily
     spelling: str
     memory_gb: float | None

@@ -29,6 +29,8 @@ _CONTINENT_SUFFIX = re.compile(r",\s*([A-Za-z]{2})\s*,\s*([A-Za-z]{2})\s*$")
 
 @dataclass(frozen=True, slots=True)
 class _Table:
+    """The location names (areas, aliases, countries, regions), loaded once."""
+
     areas: dict[str, str]
     aliases: dict[str, str]
     prefixes: tuple[tuple[str, frozenset[str]], ...]

@@ -140,6 +140,8 @@ _PRICE_ORDER = attrgetter("price_per_hour", *_TIE_FIELDS)
 
 @dataclass(slots=True)
 class Candidate:
+    """An offer that can run a stage, with its estimated runtime."""
+
     offer: Offer
     runtime_seconds: float | None = None
 
@@ -201,6 +203,8 @@ class Ranking(Sequence[Candidate]):
 
 @dataclass(slots=True)
 class StagePlan:
+    """One stage's ranked candidates, and why the others were left out."""
+
     name: str
     requirements: Requirements
     basis: str
@@ -249,6 +253,8 @@ class StagePlan:
 
 @dataclass(slots=True)
 class Plan:
+    """A workload's plan on a target: each stage's candidates, notes and price ceiling."""
+
     workload: Workload
     target: str
     stages: list[StagePlan]

@@ -37,6 +37,8 @@ def now_precise() -> str:
 
 @dataclass(frozen=True, slots=True)
 class LogLine:
+    """One line of a run's output, as the log file stores it."""
+
     time: str
     stage: str | None
     item: int | None

@@ -85,6 +85,8 @@ class TaskRecord:
 
 @dataclass(slots=True)
 class StageRecord:
+    """What the records hold of one stage of a run: status, times, exit code, cost."""
+
     name: str
     status: StageStatus
     exit_code: int | None
@@ -129,6 +131,8 @@ class StageRecord:
 
 @dataclass(slots=True)
 class RunRecord:
+    """What the records hold of one run: its workload, target, status, stages and cost."""
+
     id: str
     workload: str
     fingerprint: str

@@ -89,6 +89,8 @@ TICK = 0.25
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """How a run ended: its status, exit code, cost and what it left."""
+
     status: RunStatus
     exit_code: int
     cost: float
@@ -108,6 +110,8 @@ EXIT_GAVE_UP = 3
 
 @dataclass(slots=True)
 class _Running:
+    """A task the driver has submitted, and what it knows of it so far."""
+
     task: Task
     started: float | None = None  # monotonic, when the target said it runs
     rate: float = 0.0  # USD per hour

@@ -43,6 +43,8 @@ class Stopped(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class StopResult:
+    """What ``nodus stop`` did to one run."""
+
     run_id: str
     result: Stopped
     status: RunStatus

@@ -130,6 +130,8 @@ class TaskState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TaskEnd:
+    """How a task ended: its state, exit code and the words that say why."""
+
     state: TaskState
     exit_code: int
     message: str | None = None

@@ -22,6 +22,8 @@ MEMORY_USE_MIB = 256.0  # memory in use must rise by this much to count as use
 
 @dataclass(slots=True)
 class GpuPeak:
+    """The highest use of one GPU sampled while a task ran."""
+
     uuid: str
     samples: int = 0
     max_utilization: float = 0.0
@@ -38,6 +40,8 @@ class GpuPeak:
 
 @dataclass(slots=True)
 class UsageReport:
+    """GPU use sampled while a task ran (``available``: whether it could be sampled)."""
+
     gpus: list[GpuPeak] = field(default_factory=list)
     available: bool = True
 

@@ -80,6 +80,8 @@ Protocol = Literal["tcp", "udp"]
 
 @dataclass(frozen=True, slots=True)
 class Requirements:
+    """What a stage needs of a machine: GPUs, CPUs, memory, disk, place and price."""
+
     gpu: str | None = None
     gpu_count: int = 0
     peak_memory_gb: float | None = None
@@ -234,6 +236,8 @@ class FunctionCall:
 
 @dataclass(frozen=True, slots=True)
 class Stage:
+    """One stage of a workload, normalized: its image, command, environment and needs."""
+
     name: str
     image: str
     #: The command: a list as written, or ``["/bin/sh", "-c", TEXT]`` for a string (``shell``).
@@ -267,6 +271,8 @@ class Stage:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
+    """A workload file, normalized: its stages in order and the settings of the whole run."""
+
     name: str
     image: str | None
     command: list[str] | None

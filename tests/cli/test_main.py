@@ -83,10 +83,8 @@ def test_what_the_fast_path_does_not_know_goes_to_typer(
 
 def test_validate_loads_no_heavy_module(files: tuple[str, str]) -> None:
     code = (
-        "import runpy, sys\n"
-        f"sys.argv = ['nodus', 'validate', {files[0]!r}]\n"
-        "try:\n    runpy.run_module('nodus_cli', run_name='__main__')\n"
-        "except SystemExit:\n    pass\n"
+        "import sys\nfrom nodus_cli.__main__ import main\n"
+        f"main(['validate', {files[0]!r}])\n"
         "heavy = ('typer', 'click', 'rich', 'pydantic', 'docker', 'httpx', 'sqlite3')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )

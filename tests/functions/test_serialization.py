@@ -137,10 +137,8 @@ def test_the_command_line_loads_no_cloudpickle(args: list[str], tmp_path: Path) 
     workload.write_text('image = "busybox:1.36"\ncommand = "true"\n')
     argv = [str(workload) if a == "WORKLOAD" else a for a in args]
     code = (
-        "import runpy, sys\n"
-        f"sys.argv = ['nodus', *{argv!r}]\n"
-        "try:\n    runpy.run_module('nodus_cli', run_name='__main__')\n"
-        "except SystemExit:\n    pass\n"
+        "import sys\nfrom nodus_cli.__main__ import main\n"
+        f"main({argv!r})\n"
         "print('cloudpickle' in sys.modules, file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

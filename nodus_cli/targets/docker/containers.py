@@ -49,6 +49,8 @@ _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 
 @dataclass(frozen=True, slots=True)
 class ContainerSpec:
+    """One container to create: the Engine API's create request, in our words."""
+
     name: str
     image: str
     #: Replaces the image's ENTRYPOINT when not None (``[""]`` clears it, as docker's CLI).

@@ -20,6 +20,8 @@ SMI_FIELDS = "index,uuid,name,memory.total,memory.used,utilization.gpu"
 
 @dataclass(frozen=True, slots=True)
 class LocalGpu:
+    """A GPU of this machine, as ``nvidia-smi`` reports it."""
+
     index: int
     uuid: str
     product: str

@@ -115,6 +115,19 @@ def test_output_streams_live_with_the_stage_name(nodus_env: Nodus) -> None:
     assert "to-stderr" not in rest
 
 
+def test_the_command_leaves_its_output_whole_and_its_records_closed(nodus_env: Nodus) -> None:
+    """`nodus run` leaves without tearing the interpreter down: the exit handlers still
+    run (the records' last close checkpoints SQLite's WAL, which leaves no -wal file) and
+    every line of output is there, with the exit code."""
+    path = nodus_env.write(workload("leaves", "seq 1 3000; exit 3"))
+    done = nodus_env.run("run", path)
+    assert done.returncode == 3, done.stderr
+    assert stage_lines(done.stdout, "main") == [str(n) for n in range(1, 3001)]
+    assert "exit 3" in done.stderr
+    left = sorted(p.name for p in nodus_env.home.iterdir() if p.name.startswith("runs."))
+    assert left == ["runs.sqlite3"]
+
+
 def test_json_run_prints_one_document_on_stdout(nodus_env: Nodus) -> None:
     path = nodus_env.write(workload("quiet", "echo hello"))
     done = nodus_env.run("run", "--json", path)

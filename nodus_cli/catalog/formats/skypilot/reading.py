@@ -6,11 +6,12 @@ other, and those rows differ only in their zone and prices. So each line is spli
 from the right, at its first price cell (``str.rsplit``, in a C loop over the lines), and
 ``itertools.groupby`` collects the rows of one group: no Python code runs per row, only
 per group, and a group keeps only what it needs (not its rows); the text before the prices
-(the head) is split into cells once per distinct head. That reads a 100,000-row file in a small fraction of a second
-(``benchmarks/catalog_update.py``). A file whose quoting this cannot follow (a quote
-after the head, a cell over two lines) is read by the csv module instead, and grouped the
-same way (:func:`read`). The rows of one group seen twice (rows out of order, or AWS's
-p4de listed with two GpuInfo spellings) are combined.
+(the head) is split into cells once per distinct head. That reads a 100,000-row file in a
+small fraction of a second (``benchmarks/catalog_update.py``). A file whose quoting this
+cannot follow (a quote after the head, a cell over two lines) is read by the csv module
+instead, and grouped the same way (:func:`read`). The rows of one group seen twice (rows
+out of order, zones priced differently, or AWS's p4de listed with two GpuInfo spellings)
+are combined.
 """
 
 from __future__ import annotations
