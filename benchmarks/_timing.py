@@ -59,15 +59,20 @@ def wall(cmd: Sequence[str], env: dict[str, str] | None = None) -> float:
 
 
 def interleaved_medians(
-    commands: dict[str, Sequence[str]], rounds: int, env: dict[str, str] | None = None
+    commands: dict[str, Sequence[str]],
+    rounds: int,
+    env: dict[str, str] | None = None,
+    envs: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, float]:
-    """Run each command once per round, in turn, and return each one's median seconds."""
+    """Run each command once per round, in turn, and return each one's median seconds
+    (``envs``: more variables for some of the commands, by name)."""
     samples: dict[str, list[float]] = {name: [] for name in commands}
-    for cmd in commands.values():  # warm the file cache once
-        wall(cmd, env)
+    each = {name: {**(env or {}), **(envs or {}).get(name, {})} for name in commands}
+    for name, cmd in commands.items():  # warm the file cache once
+        wall(cmd, each[name])
     for _ in range(rounds):
         for name, cmd in commands.items():
-            samples[name].append(wall(cmd, env))
+            samples[name].append(wall(cmd, each[name]))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 

@@ -9,7 +9,10 @@ the floor of any scan). Two workloads: a typical one (``examples/llama-finetune-
 is excluded (a CPU-only stage: every configuration is ranked).
 
 Then the cold time of ``nodus plan FILE`` against ``nodus validate FILE`` on the same file
-(fresh interpreters, interleaved, medians): what loading the embedded catalog costs.
+(fresh interpreters, interleaved, medians): what loading the embedded catalog costs. The
+state folder is a fresh one (not the developer's), so the figure does not depend on what
+was run before; a second ``plan`` row has a records database there (one run recorded), as a
+user who has run something has: the plan then reads the runtimes measured before.
 
 Goals: linear growth; 100k configurations under 100 ms in-process; cold plan under 1.5x
 cold validate.
@@ -23,6 +26,7 @@ import argparse
 import random
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -33,6 +37,7 @@ from _timing import REPO, interleaved_medians, nodus_command
 from nodus_cli import catalog
 from nodus_cli.catalog import Offer
 from nodus_cli.planning.planner import plan_workload
+from nodus_cli.records import RunStore
 from nodus_cli.workload import Workload, load_file, load_text
 
 EXAMPLE = REPO / "examples" / "llama-finetune-8xh100.toml"
@@ -137,15 +142,25 @@ def bench_in_process(
 
 def bench_cold(path: Path, rounds: int) -> float:
     nodus = nodus_command()
-    medians = interleaved_medians(
-        {
-            "nodus validate FILE": [*nodus, "validate", str(path)],
-            "nodus plan FILE": [*nodus, "plan", str(path)],
-            "nodus plan --json FILE": [*nodus, "plan", "--json", str(path)],
-        },
-        rounds,
-        env={"NO_COLOR": "1", "NODUS_CATALOG": ""},
-    )
+    with tempfile.TemporaryDirectory(prefix="nodus-bench-") as tmp:
+        fresh, used = Path(tmp) / "fresh", Path(tmp) / "used"
+        store = RunStore.open(used)
+        workload = load_file(path).workload
+        assert workload is not None
+        store.create_run(workload, "local", 0.0, str(path))
+        store.close()
+        env = {"NO_COLOR": "1", "NODUS_CATALOG": "", "NODUS_CONFIG": str(Path(tmp) / "none")}
+        medians = interleaved_medians(
+            {
+                "nodus validate FILE": [*nodus, "validate", str(path)],
+                "nodus plan FILE": [*nodus, "plan", str(path)],
+                "nodus plan --json FILE": [*nodus, "plan", "--json", str(path)],
+                "plan, with records": [*nodus, "plan", str(path)],
+            },
+            rounds,
+            env={**env, "NODUS_HOME": str(fresh)},
+            envs={"plan, with records": {"NODUS_HOME": str(used)}},
+        )
     base = medians["nodus validate FILE"]
     shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
     print(f"cold CLI on {shown} ({rounds} interleaved rounds of fresh interpreters, medians)")

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from nodus_cli import data
 from nodus_cli.hardware.gpus import GpuFamily
@@ -28,8 +28,7 @@ _LEADING_VERSION = re.compile(r"^v?(\d{1,2})\.(\d{1,2})(?:\.\d+)?(?:[-_.+]|$)")
 _WORDS = re.compile(r"[-_.]")
 
 
-@dataclass(frozen=True, slots=True)
-class Architecture:
+class Architecture(NamedTuple):
     """A GPU architecture: its compute capability and the CUDA versions that support it."""
 
     cc: Version

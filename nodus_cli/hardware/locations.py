@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import cache, lru_cache
+from typing import NamedTuple
 
 from nodus_cli import data
 
@@ -27,8 +27,7 @@ _DATA = data.path("locations.json")
 _CONTINENT_SUFFIX = re.compile(r",\s*([A-Za-z]{2})\s*,\s*([A-Za-z]{2})\s*$")
 
 
-@dataclass(frozen=True, slots=True)
-class _Table:
+class _Table(NamedTuple):
     """The location names (areas, aliases, countries, regions), loaded once."""
 
     areas: dict[str, str]

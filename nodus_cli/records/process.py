@@ -13,12 +13,17 @@ alive forever.
 from __future__ import annotations
 
 import os
-import socket
 
 __all__ = ["hostname", "process_alive", "process_start"]
 
 
 def hostname() -> str:
+    """This machine's name, as ``socket.gethostname()`` gives it (the socket module is
+    not loaded for it: a plan reading the records need not pay for it)."""
+    if hasattr(os, "uname"):
+        return os.uname().nodename
+    import socket  # pragma: no cover - not POSIX
+
     return socket.gethostname()
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from nodus_cli.records.keys import config_key_of
 from nodus_cli.records.model import RunRecord, RunStatus, StageRecord, StageStatus, TaskRecord
@@ -53,8 +52,7 @@ def _config_key(config: dict[str, Any] | None) -> str | None:
     return config_key_of(config) if config is not None else None
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(NamedTuple):
     """One column: the record attribute it holds, how it is written and read back."""
 
     name: str
@@ -67,8 +65,7 @@ class Column:
     read: Callable[[Any], Any] | None = _kept
 
 
-@dataclass(frozen=True, slots=True)
-class Table(Generic[R]):
+class Table(NamedTuple, Generic[R]):
     """A record's table: its columns, and the key columns that pick a record's row beside
     them (the run and the stage a task belongs to)."""
 

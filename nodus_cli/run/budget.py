@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 __all__ = ["COST_EVERY", "Allowance", "BudgetClock", "Charge", "Metered"]
 
@@ -49,8 +48,7 @@ class Metered(Protocol):
     rate: float
 
 
-@dataclass(frozen=True, slots=True)
-class Charge:
+class Charge(NamedTuple):
     """What an ended task ran and cost: seconds since it started (0 when it never did)."""
 
     runtime: float

@@ -17,16 +17,14 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from nodus_cli.records.logs import LogWriter, Stream
 
 __all__ = ["NullSink", "Output", "Progress", "Sink"]
 
 
-@dataclass(frozen=True, slots=True)
-class Progress:
+class Progress(NamedTuple):
     """A fan-out stage's tasks so far (for a progress bar)."""
 
     stage: str

@@ -14,8 +14,7 @@ end means) reads better without the field-by-field bookkeeping of two kinds of r
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodus_cli.records import StageRecord, StageStatus, TaskRecord, now_iso
 from nodus_cli.run.recorder import Recorder
@@ -26,8 +25,7 @@ from nodus_cli.workload import Stage
 __all__ = ["StageResult", "StageRun"]
 
 
-@dataclass(frozen=True, slots=True)
-class StageResult:
+class StageResult(NamedTuple):
     """How a stage ended, for the run: its status, its exit code, and why (when not
     succeeded)."""
 

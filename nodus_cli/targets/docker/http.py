@@ -24,8 +24,7 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
 if TYPE_CHECKING:
@@ -61,8 +60,7 @@ class _Closed(Exception):
     """The peer closed a kept-alive connection before answering (worth one retry)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Tls:
+class Tls(NamedTuple):
     """TLS to a ``tcp://`` engine: the CA to verify it with, a client certificate."""
 
     ca: str | None = None
