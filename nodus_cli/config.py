@@ -41,7 +41,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from nodus_cli.errors import NodusError
@@ -131,8 +131,7 @@ class CatalogConfig:
     timeout: float = DEFAULT_CATALOG_TIMEOUT
 
 
-@dataclass(frozen=True, slots=True)
-class LimitsConfig:
+class LimitsConfig(NamedTuple):
     """Spending limits (USD). None: not set."""
 
     max_spend_per_day: float | None = None

@@ -19,9 +19,8 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, NamedTuple
 
 Stream = Literal["stdout", "stderr", "nodus"]
 #: Free space the log leaves for the run records on the same disk.
@@ -35,8 +34,7 @@ def now_precise() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-@dataclass(frozen=True, slots=True)
-class LogLine:
+class LogLine(NamedTuple):
     """One line of a run's output, as the log file stores it."""
 
     time: str

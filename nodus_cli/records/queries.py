@@ -14,8 +14,7 @@ limit, and reads better on its own.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodus_cli.errors import UsageError
 from nodus_cli.records.model import ACTIVE_RUN, RunRecord, RunStatus, TaskRecord
@@ -34,8 +33,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class SpendRow:
+class SpendRow(NamedTuple):
     """One run's spending, for ``nodus spend`` and the spending limits."""
 
     id: str

@@ -48,10 +48,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from nodus_cli import config
 from nodus_cli.errors import NodusError, OverBudget
@@ -79,8 +78,7 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class Period:
+class Period(NamedTuple):
     """A UTC calendar day or month: runs started in ``[since, until)`` belong to it."""
 
     kind: str  # "day" or "month"
@@ -123,8 +121,7 @@ def period(kind: str, now: datetime | None = None) -> Period:
     return Period(kind, label, start.strftime(_ISO), end.strftime(_ISO))
 
 
-@dataclass(frozen=True, slots=True)
-class SpendLimit:
+class SpendLimit(NamedTuple):
     """One configured spending limit, for the period a run starts in."""
 
     period: Period

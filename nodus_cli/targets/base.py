@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Protocol
 
 from nodus_cli.planning.capabilities import ONE_MACHINE, Capabilities
 from nodus_cli.targets.usage import UsageReport
@@ -101,8 +101,7 @@ class Task:
         return env
 
 
-@dataclass(frozen=True, slots=True)
-class Started:
+class Started(NamedTuple):
     """A task runs now: where, on which devices, and what it costs per hour."""
 
     devices: tuple[str, ...] = ()
@@ -231,8 +230,7 @@ def plain_pulls(image: str) -> PullProgress:
     return _PlainPull(image)
 
 
-@dataclass(frozen=True, slots=True)
-class Preparation:
+class Preparation(NamedTuple):
     """What :meth:`Target.prepare` found: the price a record carries, and notes to show."""
 
     price_per_hour: float = 0.0
@@ -240,8 +238,7 @@ class Preparation:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class WorkDir:
+class WorkDir(NamedTuple):
     """What became of a run's shared work folder."""
 
     kind: Literal["copied", "kept", "removed", "none"]

@@ -8,15 +8,14 @@ module, not the queue's.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from nodus_cli.records import hostname, process_alive, process_start
 
 __all__ = ["Owner", "me"]
 
 
-@dataclass(frozen=True, slots=True)
-class Owner:
+class Owner(NamedTuple):
     """The process that made a container: it is gone when its pid is not alive (or is
     another process now) on its host."""
 
