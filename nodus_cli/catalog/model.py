@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodus_cli.errors import NodusError
 
@@ -110,8 +110,7 @@ USER_FILE = CatalogKind.USER_FILE
 UPDATED = CatalogKind.UPDATED
 
 
-@dataclass(frozen=True, slots=True)
-class Origin:
+class Origin(NamedTuple):
     """Where one supplier's offers in a catalog come from."""
 
     supplier: str

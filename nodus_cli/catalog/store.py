@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodus_cli import config
 from nodus_cli.catalog.files import read_canonical, write_rows
@@ -127,8 +127,7 @@ class StoredSource:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Stored:
+class Stored(NamedTuple):
     """The stored catalog: its sources and each source's offers."""
 
     catalog: Catalog

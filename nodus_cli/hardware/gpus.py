@@ -10,9 +10,8 @@ import difflib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodus_cli import data
 
@@ -44,8 +43,7 @@ def normalize(name: str) -> str:
     return key
 
 
-@dataclass(frozen=True, slots=True)
-class GpuFamily:
+class GpuFamily(NamedTuple):
     """A GPU model (H100, L4, ...): its vendor, architecture and memory variants."""
 
     name: str
@@ -73,8 +71,7 @@ class GpuFamily:
         return min(self.memory_gb, key=lambda v: (abs(v - reported_gb), v))
 
 
-@dataclass(frozen=True, slots=True)
-class Variant:
+class Variant(NamedTuple):
     """One spelling of a GPU (a name table row): the family and the memory it names."""
 
     family: GpuFamily
@@ -86,8 +83,7 @@ class Variant:
     superchip_memory_gb: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CatalogName:
+class CatalogName(NamedTuple):
     """What a GPU name in a catalog (or ``nodus gpus NAME``) says: the family, and the
     memory variant and form factor (or machine variant) it names, if any."""
 

@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, NamedTuple, assert_never
 
 from nodus_cli.errors import EXIT_BUDGET, NodusError
 from nodus_cli.records import (
@@ -87,8 +87,7 @@ __all__ = ["TICK", "Outcome", "Runner"]
 TICK = 0.25
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """How a run ended: its status, exit code, cost and what it left."""
 
     status: RunStatus
@@ -286,7 +285,7 @@ class Runner:
             )
         for problem in problems:
             self.output.sink.status(f"warning: {problem}")
-        return replace(outcome, work_dir=work, unrecorded=unrecorded)
+        return outcome._replace(work_dir=work, unrecorded=unrecorded)
 
     # -- one stage -------------------------------------------------------------------
 

@@ -21,9 +21,9 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from nodus_cli import targets
 from nodus_cli.errors import NodusError
@@ -41,8 +41,7 @@ class Stopped(StrEnum):
     NOT_RUNNING = "not_running"
 
 
-@dataclass(frozen=True, slots=True)
-class StopResult:
+class StopResult(NamedTuple):
     """What ``nodus stop`` did to one run."""
 
     run_id: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from nodus_cli.errors import InvalidInput
 
@@ -22,8 +22,7 @@ _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 _BARE = re.compile(r"(?<!\$)(?:\$\$)*\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
-@dataclass(frozen=True, slots=True)
-class Template:
+class Template(NamedTuple):
     """``${name}`` or ``${name:-default}`` (``default`` None when there is none)."""
 
     name: str

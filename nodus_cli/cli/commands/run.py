@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from nodus_cli.api.client import Client, Prepared
 from nodus_cli.cli.output import PullDisplay, emit_json, use_colour
@@ -23,8 +24,7 @@ from nodus_cli.workload.duration import DURATION_HINT, parse_duration
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-@dataclass(frozen=True, slots=True)
-class Waiting:
+class Waiting(NamedTuple):
     """``--priority``, ``--no-wait`` and ``--wait-timeout``: how the run waits for GPUs."""
 
     priority: int | None = None
