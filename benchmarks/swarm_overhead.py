@@ -28,7 +28,7 @@ import time
 import uuid
 from pathlib import Path
 
-from _timing import alternate, installed_env, report_ratio, timed
+from _timing import alternate, installed_env, nodus_command, report_ratio, timed
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE_SH = REPO / "tests" / "harness" / "engine.sh"
@@ -53,7 +53,7 @@ def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def chosen_node(file: Path, env: dict[str, str]) -> tuple[str, str]:
     """The node nodus plans the stage on: (host name, node id)."""
     done = subprocess.run(
-        [sys.executable, "-m", "nodus_cli", "plan", str(file), "--target", "swarm", "--json"],
+        [*nodus_command(), "plan", str(file), "--target", "swarm", "--json"],
         capture_output=True,
         text=True,
         env=env,
@@ -70,7 +70,7 @@ def chosen_node(file: Path, env: dict[str, str]) -> tuple[str, str]:
 
 
 def time_nodus(file: Path, env: dict[str, str]) -> float:
-    cmd = [sys.executable, "-m", "nodus_cli", "run", str(file), "--target", "swarm"]
+    cmd = [*nodus_command(), "run", str(file), "--target", "swarm"]
     return timed(cmd, env, lambda out: "hello from swarm" in out)
 
 
