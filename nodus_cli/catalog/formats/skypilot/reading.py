@@ -124,8 +124,8 @@ class Layout:
     #: and, unless each zone is a group of its own, AvailabilityZone): a line is split from
     #: the right there.
     first: int
-    #: Where Price and SpotPrice are in a line split from the right (``parts``).
-    price: int
+    #: Where SpotPrice is in a line split from the right (``parts``; the price is in
+    #: ``group_key``).
     spot: int
     has_spot: bool
     #: The cells of ``parts`` that identify the group along with the head (Region, ...),
@@ -157,7 +157,6 @@ class Layout:
             col,
             width,
             first,
-            ip - first + 1,
             isp - first + 1,
             "SpotPrice" in col,
             tuple(names[i] for i in right),
