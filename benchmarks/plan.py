@@ -29,7 +29,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from _timing import REPO, interleaved_medians, nodus_command
@@ -38,6 +37,7 @@ from nodus_cli import catalog
 from nodus_cli.catalog import Offer
 from nodus_cli.planning.planner import plan_workload
 from nodus_cli.records import RunStore
+from nodus_cli.structs import replace
 from nodus_cli.workload import Workload, load_file, load_text
 
 EXAMPLE = REPO / "examples" / "llama-finetune-8xh100.toml"

@@ -25,7 +25,7 @@ max_spend_per_month = 3000.0  # USD
 max_price_per_hour = 40.0     # USD per hour: a ceiling no workload can raise
 ```
 
-Each section is read into a frozen dataclass (:func:`local`, :func:`catalog`,
+Each section is read into a frozen struct (:func:`local`, :func:`catalog`,
 :func:`limits`). Mistakes are errors that name the file, the key and what to write:
 booleans, non-finite and negative numbers are never valid amounts, unknown keys get a
 "did you mean", and a section name close to a known one (``[limit]``) is pointed out
@@ -39,12 +39,12 @@ import math
 import os
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from nodus_cli.errors import NodusError
+from nodus_cli.structs import struct
 
 #: The sections this module reads, and their keys.
 SECTIONS: dict[str, tuple[str, ...]] = {
@@ -95,7 +95,7 @@ def config_path() -> Path:
     return Path(base) / "nodus" / "config.toml"
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class LocalConfig:
     """``[local]``: what this machine costs an hour, and where it is."""
 
@@ -103,7 +103,7 @@ class LocalConfig:
     region: str = "local"
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class CatalogSource:
     """One ``[catalog] sources`` entry (or ``nodus catalog update`` argument)."""
 
@@ -119,7 +119,7 @@ class CatalogSource:
         return f"{self.name}={shown}" if self.name else shown
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class CatalogConfig:
     """``[catalog]``: the sources ``nodus catalog update`` reads, and how old prices may be."""
 

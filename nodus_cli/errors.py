@@ -25,8 +25,9 @@ can, the line, so both humans (``file:line: error: key: message``) and machines
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import ClassVar, Literal
+
+from nodus_cli.structs import struct
 
 __all__ = [
     "CallFailed",
@@ -43,7 +44,7 @@ __all__ = [
 Severity = Literal["error", "warning"]
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Problem:
     """One problem in user input: where (``loc``, ``line``) and what to change."""
 

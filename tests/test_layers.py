@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "foundation",
         (
             "nodus_cli.errors",
+            "nodus_cli.structs",
             "nodus_cli.text",
             "nodus_cli.lazy",
             "nodus_cli.collector",
@@ -51,6 +52,7 @@ CLI_MAY_USE = (
     "nodus_cli.api",
     "nodus_cli.cli",
     "nodus_cli.errors",
+    "nodus_cli.structs",
     "nodus_cli.text",
     "nodus_cli.config",
     "nodus_cli.hardware",

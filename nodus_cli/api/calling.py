@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from nodus_cli.api.calls import Call, Calls
 from nodus_cli.errors import CallFailed, InvalidWorkload, NodusError, Problem
 from nodus_cli.records.model import RunStatus, StageStatus
+from nodus_cli.structs import replace, struct
 
 if TYPE_CHECKING:
     from nodus_cli.api.client import Client
@@ -181,7 +181,7 @@ def submit_map(
     return Calls(client, workload.name, run_id, calls)
 
 
-@dataclass(slots=True)
+@struct
 class _Input:
     """One call's arguments (a single call's, or one item's), until they are written."""
 

@@ -20,11 +20,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent import futures
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from nodus_cli.errors import UsageError
 from nodus_cli.records.model import RunStatus
+from nodus_cli.structs import struct
 
 if TYPE_CHECKING:
     from nodus_cli.api.client import Client
@@ -119,7 +119,7 @@ class Call(Future[T]):
             pass
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class CallResult(Generic[T]):
     """One item of a map: its value, or the error its call raised."""
 

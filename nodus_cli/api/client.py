@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from nodus_cli.api.targets import CATALOG, target_names
 from nodus_cli.errors import InvalidWorkload, NodusError, UsageError
+from nodus_cli.structs import field, fields, replace, struct
 
 if TYPE_CHECKING:
     from nodus_cli.api.calling import InFlight
@@ -71,7 +71,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@struct(frozen=True, kw_only=True)
 class Requirements:
     """The ``[requirements]`` table, typed. Unset fields (None) are left out."""
 
@@ -89,10 +89,11 @@ class Requirements:
     arch: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        values = ((f.name, getattr(self, f.name)) for f in fields(self))
+        return {name: value for name, value in values if value is not None}
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Prepared:
     """A workload checked against the client's target, ready to be recorded and run
     (:meth:`Client.execute`, :meth:`Client.submit`): what the checks found to say."""
@@ -106,7 +107,7 @@ class Prepared:
     _launch: Launch = field(repr=False, compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Executed:
     """A run driven to its end in this process: how it ended, and the run as this process
     recorded it (what a later read of the records gives, unless they could not be written)."""

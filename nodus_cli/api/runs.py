@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nodus_cli.records.model import RunStatus, StageStatus
+from nodus_cli.structs import field, struct
 
 if TYPE_CHECKING:
     from nodus_cli.api.client import Client
@@ -29,7 +29,7 @@ _FOLLOW_EVERY = 0.2
 _RECONCILE_EVERY = 2.0
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class ItemResult:
     """One task of a fan-out stage."""
 
@@ -53,7 +53,7 @@ class ItemResult:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class StageResult:
     """One stage of a finished run, as the API gives it."""
 
@@ -91,7 +91,7 @@ class StageResult:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class RunResult:
     """A finished run, as the API gives it: status, exit code, cost and stages."""
 
@@ -147,7 +147,7 @@ class RunResult:
         return doc
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class LogView:
     """A run's log as read now: its lines, and how to follow it.
 

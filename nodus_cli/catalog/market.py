@@ -12,7 +12,6 @@ region and machine (so equal prices always list in the same order).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from nodus_cli.catalog.machines import describe_machine, machine_configurations
@@ -20,9 +19,10 @@ from nodus_cli.catalog.model import Offer
 from nodus_cli.catalog.selection import load
 from nodus_cli.errors import UsageError
 from nodus_cli.hardware import gpus, locations
+from nodus_cli.structs import struct
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Market:
     """The answer to one ``nodus gpus`` question."""
 

@@ -14,13 +14,13 @@ offer meets a requirement at or below the figure, and its real size above it is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from nodus_cli.errors import NodusError
+from nodus_cli.structs import struct
 
 __all__ = [
     "EMBEDDED",
@@ -46,7 +46,7 @@ class CatalogError(NodusError):
     """A catalog that cannot be read or used (the root of the catalog's own errors)."""
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Offer:
     """One machine configuration: everything the planner compares."""
 
@@ -129,7 +129,7 @@ class Origin(NamedTuple):
         }
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Catalog:
     """The offers in use, where they come from and what chose them."""
 

@@ -13,12 +13,12 @@ every other supplier, unless the update that stored it replaced them all
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 
 from nodus_cli.catalog import store
 from nodus_cli.catalog.files import embedded, load_user_catalog, origins_of
 from nodus_cli.catalog.model import Catalog
+from nodus_cli.structs import replace
 
 __all__ = ["load", "updated"]
 

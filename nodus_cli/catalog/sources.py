@@ -24,7 +24,6 @@ import email.utils
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -32,6 +31,7 @@ from urllib.parse import unquote, urlsplit
 
 from nodus_cli import config
 from nodus_cli.errors import NodusError
+from nodus_cli.structs import struct
 from nodus_cli.version import VERSION
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600
 EMBEDDED_NAME = "embedded"
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Source:
     name: str
     #: An http(s) URL or a ``file://`` URL.
@@ -145,7 +145,7 @@ def _downloaded_vms_csv(url: str, name: str) -> bool:
     return not gpus.table().is_supplier(name)
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Validators:
     """What the previous fetch of a source answered, for a conditional request."""
 
@@ -153,7 +153,7 @@ class Validators:
     last_modified: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Fetched:
     #: 200 (``body`` holds the file) or 304 (not modified: keep the previous rows).
     status: int

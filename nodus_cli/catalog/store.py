@@ -26,7 +26,6 @@ import csv
 import json
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -35,6 +34,7 @@ from nodus_cli import config
 from nodus_cli.catalog.files import read_canonical, write_rows
 from nodus_cli.catalog.model import Catalog, CatalogError, CatalogKind, Offer
 from nodus_cli.catalog.rows import COLUMNS, Cells
+from nodus_cli.structs import field, struct
 
 FOLDER = "catalog"
 CURRENT = "current.json"
@@ -55,7 +55,7 @@ def current_path() -> Path:
     return folder() / CURRENT
 
 
-@dataclass(slots=True)
+@struct
 class StoredSource:
     """What current.json records of one source."""
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -43,6 +42,7 @@ from nodus_cli.catalog.rows import REQUIRED_COLUMNS, Cells, offer
 from nodus_cli.catalog.selection import updated
 from nodus_cli.catalog.sources import Fetched, Source, SourceError, Validators
 from nodus_cli.catalog.store import StoredSource
+from nodus_cli.structs import field, struct
 
 if TYPE_CHECKING:
     import httpx
@@ -71,7 +71,7 @@ class Reporter(catalog_sources.Progress, Protocol):
     def changing(self, changes: Sequence[SupplierChange]) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class RefusedRows:
     """The rows of a source refused for one reason."""
 
@@ -109,7 +109,7 @@ def refused_rows(refused: Iterable[Refused]) -> list[RefusedRows]:
     return sorted(found, key=lambda g: (not g.bad, -g.rows, g.reason))
 
 
-@dataclass(slots=True)
+@struct
 class SourceResult:
     source: Source
     stored: StoredSource
@@ -155,7 +155,7 @@ class SourceResult:
         return doc
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class SupplierChange:
     """What an update does to one supplier of the catalog in use."""
 
@@ -179,7 +179,7 @@ class SupplierChange:
         }
 
 
-@dataclass(slots=True)
+@struct
 class UpdateResult:
     path: Path
     results: list[SourceResult]
@@ -296,7 +296,7 @@ def update(
     return UpdateResult(path, results, updated_at, plan.changes, plan.kept, plan.embedded_rest)
 
 
-@dataclass(slots=True)
+@struct
 class _Plan:
     sources: list[tuple[StoredSource, Sequence[Cells]]]
     changes: list[SupplierChange]

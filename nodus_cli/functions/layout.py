@@ -29,8 +29,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
+
+from nodus_cli.structs import struct
 
 __all__ = [
     "CALLS",
@@ -48,7 +49,7 @@ RUNTIME_IN_CONTAINER = "/nodus/runtime"
 _OPEN = 0o777
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class CallFolder:
     """The folder of call ``call`` under ``home`` (``NODUS_HOME``)."""
 

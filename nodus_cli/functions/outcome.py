@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 import pickle
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from nodus_cli.structs import field, struct
 
 __all__ = [
     "Failed",
@@ -74,7 +75,7 @@ class RemoteError(Exception):
         self.why = why
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Outcome:
     """``outcome.json``, read."""
 
@@ -140,17 +141,17 @@ def describe(outcome: Outcome | None, exit_code: int, image: str, needed: str) -
     return outcome.message or str(outcome.status)
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Value:
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Raised:
     error: BaseException
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Failed:
     #: What went wrong, in a user's words; None when the folder says nothing.
     message: str | None

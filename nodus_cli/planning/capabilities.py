@@ -9,12 +9,12 @@ target with a new limit adds a field here and a note in the planner, never an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from nodus_cli.structs import struct
 
 __all__ = ["MARKET", "ONE_MACHINE", "Capabilities"]
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Capabilities:
     """What a place a plan is made for can and cannot do, as far as the plan must say it.
 

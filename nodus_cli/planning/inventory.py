@@ -11,18 +11,18 @@ hands the result in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from nodus_cli import config
 from nodus_cli.catalog import USER_FILE, Catalog, Offer
+from nodus_cli.structs import struct
 from nodus_cli.text import plural
 
 __all__ = ["Inventory"]
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Inventory:
     name: str
     offers: tuple[Offer, ...]

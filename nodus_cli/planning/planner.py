@@ -38,7 +38,6 @@ from __future__ import annotations
 import heapq
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, overload
 
@@ -46,6 +45,7 @@ from nodus_cli import collector
 from nodus_cli.catalog import Offer
 from nodus_cli.hardware import cuda, gpus, locations
 from nodus_cli.planning.capabilities import MARKET, Capabilities
+from nodus_cli.structs import field, struct
 from nodus_cli.text import plural
 from nodus_cli.workload import Requirements, Stage, Workload
 
@@ -79,7 +79,7 @@ BASIS_PRICE = "hourly_price"
 BASIS_RUNTIME = "runtime_estimate"
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class PriceCeiling:
     """A ``max_price_per_hour`` set outside the workload, which no workload can raise."""
 
@@ -138,7 +138,7 @@ _TIE_FIELDS = (
 _PRICE_ORDER = attrgetter("price_per_hour", *_TIE_FIELDS)
 
 
-@dataclass(slots=True)
+@struct
 class Candidate:
     """An offer that can run a stage, with its estimated runtime."""
 
@@ -201,7 +201,7 @@ class Ranking(Sequence[Candidate]):
         return f"Ranking({len(self.offers)} configurations)"
 
 
-@dataclass(slots=True)
+@struct
 class StagePlan:
     """One stage's ranked candidates, and why the others were left out."""
 
@@ -251,7 +251,7 @@ class StagePlan:
         }
 
 
-@dataclass(slots=True)
+@struct
 class Plan:
     """A workload's plan on a target: each stage's candidates, notes and price ceiling."""
 

@@ -6,9 +6,10 @@ gives the documented shapes of ``nodus runs --json`` (docs/json.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from nodus_cli.structs import field, struct
 
 
 class RunStatus(StrEnum):
@@ -49,7 +50,7 @@ class StageStatus(StrEnum):
         return self in (StageStatus.PENDING, StageStatus.QUEUED, StageStatus.RUNNING)
 
 
-@dataclass(slots=True)
+@struct
 class TaskRecord:
     """One task of a fan-out stage: the command run for one item."""
 
@@ -83,7 +84,7 @@ class TaskRecord:
         }
 
 
-@dataclass(slots=True)
+@struct
 class StageRecord:
     """What the records hold of one stage of a run: status, times, exit code, cost."""
 
@@ -129,7 +130,7 @@ class StageRecord:
         return doc
 
 
-@dataclass(slots=True)
+@struct
 class RunRecord:
     """What the records hold of one run: its workload, target, status, stages and cost."""
 

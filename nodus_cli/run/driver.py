@@ -44,7 +44,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, assert_never
 
@@ -68,6 +67,7 @@ from nodus_cli.run.signals import (
 )
 from nodus_cli.run.sink import NullSink, Output, Sink
 from nodus_cli.run.stage import StageResult, StageRun
+from nodus_cli.structs import replace, struct
 from nodus_cli.targets.base import (
     Item,
     Started,
@@ -107,7 +107,7 @@ Halt = Literal["budget", "cancelled", "error"]
 EXIT_GAVE_UP = 3
 
 
-@dataclass(slots=True)
+@struct
 class _Running:
     """A task the driver has submitted, and what it knows of it so far."""
 

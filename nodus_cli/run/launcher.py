@@ -19,7 +19,6 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +35,7 @@ from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runti
 from nodus_cli.run.budget import Allowance
 from nodus_cli.run.driver import Outcome, Runner
 from nodus_cli.run.sink import Sink
+from nodus_cli.structs import field, struct
 from nodus_cli.targets.base import TargetFailure
 from nodus_cli.workload import Workload, from_json
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 HANDSHAKE_SECONDS = 60.0
 
 
-@dataclass(slots=True)
+@struct
 class Launch:
     """A workload checked against a target, ready to be recorded and run."""
 

@@ -7,7 +7,6 @@ cost it has recorded so far. Per workload and per target, the report covers this
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from nodus_cli import config
 from nodus_cli.records import RunStatus
 from nodus_cli.run.limits import Period, period
+from nodus_cli.structs import field, struct
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,7 +26,7 @@ def _cents(value: float) -> float:
     return round(value, 6)
 
 
-@dataclass(slots=True)
+@struct
 class PeriodSpend:
     """A day's or a month's spend, against its limit (None: no limit set)."""
 
@@ -63,7 +63,7 @@ class PeriodSpend:
         }
 
 
-@dataclass(slots=True)
+@struct
 class GroupSpend:
     """This month's spend of one workload (by name) or one target."""
 
@@ -76,7 +76,7 @@ class GroupSpend:
         return None if limit is None else round(self.spent / limit * 100, 1)
 
 
-@dataclass(slots=True)
+@struct
 class Report:
     day: PeriodSpend
     month: PeriodSpend

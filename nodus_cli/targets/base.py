@@ -39,12 +39,12 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Protocol
 
 from nodus_cli.planning.capabilities import ONE_MACHINE, Capabilities
+from nodus_cli.structs import field, struct
 from nodus_cli.targets.usage import UsageReport
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class TargetFailure(Exception):
     """The root of a target's own failures that the driver handles (never shown raw)."""
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Item:
     """One input of a fan-out stage."""
 
@@ -67,7 +67,7 @@ class Item:
     count: int
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Task:
     """One container to run: a stage's command, or one item of a fan-out stage."""
 
@@ -127,7 +127,7 @@ class TaskState(StrEnum):
     STOPPED = "stopped"
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class TaskEnd:
     """How a task ended: its state, exit code and the words that say why."""
 
@@ -249,7 +249,7 @@ class WorkDir(NamedTuple):
         return {"kind": self.kind, "path": self.path, "note": self.note}
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Cleanup:
     """What :meth:`Target.cleanup` removed, and what it could not (yet)."""
 
@@ -261,7 +261,7 @@ class Cleanup:
         return not self.remaining
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class NodeInfo:
     """What one machine of a target holds now (``client.list_nodes()``, ``nodus nodes``)."""
 

@@ -13,11 +13,11 @@ killed from outside, stopped by nodus, the engine lost) it keeps.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from nodus_cli.functions import outcome
 from nodus_cli.functions.layout import CallFolder
+from nodus_cli.structs import replace
 from nodus_cli.targets.base import Task, TaskEnd, TaskState
 from nodus_cli.workload import FunctionCall
 

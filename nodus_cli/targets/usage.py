@@ -11,8 +11,9 @@ memory in use rose by at least 256 MiB over what it held when the task started.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+from nodus_cli.structs import field, struct
 
 __all__ = ["IDLE_UTILIZATION", "MEMORY_USE_MIB", "GpuPeak", "UsageReport"]
 
@@ -20,7 +21,7 @@ IDLE_UTILIZATION = 1.0  # percent: at or below this for the whole stage counts a
 MEMORY_USE_MIB = 256.0  # memory in use must rise by this much to count as use
 
 
-@dataclass(slots=True)
+@struct
 class GpuPeak:
     """The highest use of one GPU sampled while a task ran."""
 
@@ -38,7 +39,7 @@ class GpuPeak:
         return base is not None and self.max_memory_used_mib - base >= MEMORY_USE_MIB
 
 
-@dataclass(slots=True)
+@struct
 class UsageReport:
     """GPU use sampled while a task ran (``available``: whether it could be sampled)."""
 

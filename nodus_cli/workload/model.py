@@ -13,10 +13,10 @@ run starts).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from nodus_cli.errors import Problem
+from nodus_cli.structs import field, fields, struct
 
 ALLOWED_COUNTS = (1, 2, 4, 8)
 LEGACY_OPTIMIZATION = ("automatic", "lowest_cost", "lower_cost", "balanced", "faster", "fastest")
@@ -78,7 +78,7 @@ MountType = Literal["bind", "volume"]
 Protocol = Literal["tcp", "udp"]
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Requirements:
     """What a stage needs of a machine: GPUs, CPUs, memory, disk, place and price."""
 
@@ -115,7 +115,7 @@ class Requirements:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Mount:
     """One ``mounts`` entry (Docker ``-v`` syntax: ``SOURCE:TARGET[:ro|:rw]``).
 
@@ -160,7 +160,7 @@ class Mount:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Port:
     """One ``ports`` entry: ``8000`` publishes container port 8000 on host port 8000;
     ``"8080:80"`` container port 80 on host port 8080; ``"127.0.0.1:8080:80"`` on that
@@ -185,7 +185,7 @@ class Port:
         return cls(int(doc["container"]), int(doc["host"]), protocol, doc.get("host_ip"))
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class MapSpec:
     """Fan-out: the stage's command runs once per item, each in its own container."""
 
@@ -209,7 +209,7 @@ class MapSpec:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class FunctionCall:
     """A stage that calls a Python function instead of running a command (the Python
     API's ``client.run(fn=...)``, ``client.map(fn=...)``; never a file key).
@@ -234,7 +234,7 @@ class FunctionCall:
         return cls(str(doc["name"]), str(doc["call"]), str(doc["python"]))
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Stage:
     """One stage of a workload, normalized: its image, command, environment and needs."""
 
@@ -269,7 +269,7 @@ class Stage:
         return doc
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Workload:
     """A workload file, normalized: its stages in order and the settings of the whole run."""
 
@@ -327,7 +327,7 @@ def from_json(doc: dict[str, Any]) -> Workload:
     """Rebuild a normalized workload saved as :meth:`Workload.as_json` (with env)."""
 
     def reqs(raw: dict[str, Any]) -> Requirements:
-        return Requirements(**{k: raw[k] for k in Requirements.__dataclass_fields__ if k in raw})
+        return Requirements(**{f.name: raw[f.name] for f in fields(Requirements) if f.name in raw})
 
     def stage(s: dict[str, Any]) -> Stage:
         entrypoint = s.get("entrypoint")
@@ -363,7 +363,7 @@ def from_json(doc: dict[str, Any]) -> Workload:
     )
 
 
-@dataclass(slots=True)
+@struct
 class Result:
     """What normalizing a file produced: a workload when there are no errors."""
 

@@ -3,7 +3,6 @@ it reads back, field by field."""
 
 from __future__ import annotations
 
-import dataclasses
 import sqlite3
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from records_support import make_offer, make_workload
 
 from nodus_cli.records import RunStatus, RunStore, StageRecord, StageStatus, TaskRecord
 from nodus_cli.records.rows import RUNS, STAGES, TASKS
+from nodus_cli.structs import replace
 
 FAN_OUT = """
 name = "fan"
@@ -95,7 +95,7 @@ def test_every_field_of_a_task_is_read_back_as_written(store: RunStore) -> None:
 def test_every_field_of_a_run_is_read_back_as_written(store: RunStore) -> None:
     rec = store.create_run(make_workload(), "local", 2.0, "rec.toml")
     got = store.get(rec.id)
-    assert dataclasses.replace(got, stages=[]) == dataclasses.replace(rec, stages=[])
+    assert replace(got, stages=[]) == replace(rec, stages=[])
     assert got.status == RunStatus.PENDING and not got.cleanup_pending
 
 

@@ -11,7 +11,6 @@ another user's ``docker run --gpus device=UUID`` would: real, and deterministic.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from docker_support import (  # noqa: F401 - fixtures
 from nodus_cli import Client, RunStatus
 from nodus_cli.errors import NotRunnable
 from nodus_cli.run.sink import NullSink
+from nodus_cli.structs import replace
 
 pytestmark = pytest.mark.docker
 

@@ -1098,8 +1098,7 @@ def test_a_nodus_toml_file_is_named_without_both_suffixes(tmp_path: Path) -> Non
 
 
 def test_a_function_stage_round_trips_and_only_it_carries_the_key() -> None:
-    from dataclasses import replace
-
+    from nodus_cli.structs import replace
     from nodus_cli.workload import FunctionCall
 
     w = workload(IMAGE, Path("."))

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from functools import cache
 from itertools import repeat
 from typing import Protocol
 
 from nodus_cli.catalog import rows
 from nodus_cli.catalog.rows import Cells
+from nodus_cli.structs import field, struct
 
 __all__ = [
     "MODULES",
@@ -62,7 +62,7 @@ class FormatError(ValueError):
         self.line = line
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Refused:
     """One configuration of a file left out, and why."""
 
@@ -77,7 +77,7 @@ class Refused:
     bad: bool = False
 
 
-@dataclass(slots=True)
+@struct
 class Listing:
     """A machine a file describes, and the offers of it (its configurations): the
     columns of their rows, as text, not yet checked."""
@@ -103,7 +103,7 @@ class Listing:
             yield lines, (s, m, r, g, n, gm, v, mem, d, a, p, sp, h)
 
 
-@dataclass(slots=True)
+@struct
 class Converted:
     """A file as a format reads it, before the row rules."""
 
@@ -134,7 +134,7 @@ class Converted:
             yield from listing.rows()
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Checked:
     """A file's configurations after the row rules, and everything left out."""
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from nodus_cli.catalog.formats import Converted, FormatError
 from nodus_cli.catalog.rows import COLUMNS, REQUIRED_COLUMNS
+from nodus_cli.structs import struct
 
 __all__ = ["FORMAT", "NodusFormat", "missing_columns"]
 
@@ -30,7 +30,7 @@ def missing_columns(header: Sequence[str]) -> list[str]:
     return [c for c in REQUIRED_COLUMNS if c not in names]
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class NodusFormat:
     name: str = "nodus"
 

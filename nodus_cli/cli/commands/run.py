@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
 from nodus_cli.api.client import Client, Prepared
 from nodus_cli.cli.output import PullDisplay, emit_json, use_colour
 from nodus_cli.errors import UsageError
+from nodus_cli.structs import replace
 from nodus_cli.text import bounded, money, safe
 from nodus_cli.workload import Workload
 from nodus_cli.workload.duration import DURATION_HINT, parse_duration

@@ -14,9 +14,9 @@ ARGS...`` does; ``entrypoint`` replaces the ENTRYPOINT (``[]`` clears it).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from nodus_cli.structs import field, struct
 from nodus_cli.workload import Mount, Port
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ LABEL_NEED = "nodus.need"
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class ContainerSpec:
     """One container to create: the Engine API's create request, in our words."""
 

@@ -14,11 +14,11 @@ The items of a map of a function do not come here: they run in warm workers
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from nodus_cli.functions import runtime
 from nodus_cli.functions.layout import CALL_IN_CONTAINER, RUNTIME_IN_CONTAINER
+from nodus_cli.structs import replace
 from nodus_cli.targets import calls
 from nodus_cli.targets.base import Task, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.docker.containers import ContainerSpec

@@ -9,16 +9,16 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-from dataclasses import dataclass
 
 from nodus_cli import config
 from nodus_cli.catalog import Offer
 from nodus_cli.hardware import gpus
+from nodus_cli.structs import struct
 
 SMI_FIELDS = "index,uuid,name,memory.total,memory.used,utilization.gpu"
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class LocalGpu:
     """A GPU of this machine, as ``nvidia-smi`` reports it."""
 

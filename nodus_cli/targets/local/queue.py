@@ -34,10 +34,10 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from nodus_cli.structs import field, struct
 from nodus_cli.targets.docker.containers import (
     LABEL_GPU_SHARE,
     LABEL_GPUS,
@@ -73,7 +73,7 @@ __all__ = [
 LIVE = ["created", "running", "restarting", "paused"]
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Holder:
     """A live container that holds GPUs."""
 
@@ -98,7 +98,7 @@ class Holder:
         return text
 
 
-@dataclass(slots=True)
+@struct
 class Use:
     """Who holds one GPU now."""
 
@@ -114,7 +114,7 @@ class Use:
         return [*self.whole, *self.shared]
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Request:
     """What a task asks of this machine's GPUs: ``count`` whole GPUs among ``candidates``
     (in the order to prefer them), or ``share_gb`` of one of them."""
@@ -130,7 +130,7 @@ class Request:
         return f"share:{self.share_gb:g}" if self.share_gb is not None else str(self.count)
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Waiter:
     """A queue entry: a task waiting for GPUs, and its place."""
 
@@ -151,7 +151,7 @@ class Waiter:
         return (-self.priority, self.queued_at, self.id)
 
 
-@dataclass(slots=True)
+@struct
 class Picture:
     """This machine's GPUs as the engine shows them at one moment."""
 

@@ -29,13 +29,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli import config
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,

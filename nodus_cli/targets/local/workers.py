@@ -37,12 +37,12 @@ import os
 import select
 import threading
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodus_cli.functions import runtime
 from nodus_cli.functions.layout import CALL_IN_CONTAINER, RUNTIME_IN_CONTAINER, CallFolder
+from nodus_cli.structs import field, replace, struct
 from nodus_cli.targets import calls
 from nodus_cli.targets.base import OutputLines, Started, Task, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.docker import engine
@@ -71,7 +71,7 @@ _ITEM_ENV = ("NODUS_ITEM", "NODUS_ITEM_INDEX", "NODUS_ITEM_COUNT")
 _FOLLOW_EVERY = 0.1
 
 
-@dataclass(slots=True)
+@struct
 class _Worker:
     name: str
     cid: str

@@ -29,13 +29,13 @@ import os
 import secrets
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodus_cli.errors import InvalidInput
 from nodus_cli.functions import runtime
 from nodus_cli.functions.layout import RUNTIME_IN_CONTAINER, CallFolder
+from nodus_cli.structs import field, replace, struct
 from nodus_cli.targets import calls
 from nodus_cli.targets.base import OutputStream, Started, Task, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.docker import engine
@@ -93,7 +93,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-@dataclass(slots=True)
+@struct
 class Carry:
     """What one task's service carries: the runtime's configs and the call's secrets."""
 

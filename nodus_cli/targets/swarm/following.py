@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from nodus_cli.structs import struct
 from nodus_cli.targets.base import Started, Task, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.docker.containers import memory_bytes, memory_limit
 from nodus_cli.targets.follower import LogFollower
@@ -57,7 +57,7 @@ _HOUSEKEEPING_POLL = 0.05
 _STOPPED = "stopped by nodus"
 
 
-@dataclass(slots=True)
+@struct
 class Live:
     """A task's service while it exists; ``stopping`` once nodus stops it."""
 

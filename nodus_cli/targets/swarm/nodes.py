@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from nodus_cli.catalog import Offer
 from nodus_cli.hardware import gpus
+from nodus_cli.structs import struct
 from nodus_cli.targets.swarm.api import (
     GPU_KIND,
     HOLDING,
@@ -29,7 +29,7 @@ from nodus_cli.targets.swarm.api import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Node:
     id: str
     hostname: str
@@ -122,7 +122,7 @@ def list_nodes(client: SwarmApi, catalog_path: str | None = None) -> list[Node]:
 
 
 def _replace(node: Node, **changes: Any) -> Node:
-    from dataclasses import replace
+    from nodus_cli.structs import replace
 
     return replace(node, **changes)
 

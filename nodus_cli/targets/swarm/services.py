@@ -11,9 +11,9 @@ The constraints that say so come from :mod:`.placement`; the body here carries t
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from nodus_cli.structs import struct
 from nodus_cli.targets.docker.containers import LABEL_RUN, WORK_DIR_IN_CONTAINER, ContainerSpec
 from nodus_cli.targets.swarm.api import GPU_KIND
 from nodus_cli.targets.swarm.nodes import Node
@@ -27,7 +27,7 @@ JOBS_FIXED_IN = (24, 0)
 HOST_TMP = "/nodus-host-tmp"
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class WorkMount:
     """The work folder a task gets: its own tmpfs, or a folder its node's stages share."""
 

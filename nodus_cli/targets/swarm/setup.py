@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nodus_cli.errors import NodusError
+from nodus_cli.structs import field, struct
 from nodus_cli.targets.local import machine
 
 __all__ = ["RUNTIME_CONFIG", "SWARM_RESOURCE", "NodeSetup", "init_node", "node_settings"]
@@ -27,7 +27,7 @@ RUNTIME_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 SWARM_RESOURCE = 'swarm-resource = "DOCKER_RESOURCE_NVIDIA-GPU"'
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class NodeSetup:
     """The settings that make this machine a nodus GPU node, and what was applied."""
 

@@ -13,9 +13,9 @@ Stage names are unique; a stage without one is ``stage-N``.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any
 
+from nodus_cli.structs import replace
 from nodus_cli.workload.model import (
     FLAT_SHORTCUTS,
     NOT_INHERITED,

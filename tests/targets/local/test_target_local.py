@@ -6,7 +6,6 @@ ended, against a scripted engine (what a live engine cannot be made to do on dem
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from nodus_cli.errors import InvalidInput, NotRunnable
 from nodus_cli.planning.planner import no_history
 from nodus_cli.records import RunStatus, RunStore
 from nodus_cli.run import launcher
+from nodus_cli.structs import replace
 from nodus_cli.targets.base import Item, Preparation, Task, TaskState
 from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.containers import (

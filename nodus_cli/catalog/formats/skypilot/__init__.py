@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -46,6 +45,7 @@ from nodus_cli.catalog.formats.skypilot.machines import (
     listing,
 )
 from nodus_cli.catalog.formats.skypilot.reading import Layout, Offers, read
+from nodus_cli.structs import struct
 
 __all__ = [
     "ARM64_GPUS",
@@ -77,7 +77,7 @@ REQUIRED = (
 OPTIONAL = ("GpuInfo", "SpotPrice", "AvailabilityZone")
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class SkyPilotFormat:
     name: str = "skypilot"
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from nodus_cli.catalog.formats import NO_ON_DEMAND_PRICE, Converted, Refused
 from nodus_cli.catalog.formats.skypilot.machines import NOT_GPUS, arch_of, gpu_memory, number
 from nodus_cli.catalog.formats.skypilot.reading import Layout, Offers, region_price, region_spot
+from nodus_cli.structs import struct
 
 __all__ = ["GPU_HOST_FAMILIES", "GPU_HOST_PAIRINGS", "emit"]
 
@@ -70,7 +70,7 @@ for _host, _pairs_of in GPU_HOST_PAIRINGS.items():
 GPU_HOST_FAMILIES = re.compile(r"(a2|a3|a4|a4x|g2|g4|ct\d[a-z]*|tpu)-")
 
 
-@dataclass(slots=True)
+@struct
 class _Zone:
     """A host row or a GPU row of a split layout: one zone's (identical rows together)."""
 

@@ -20,13 +20,13 @@ import csv
 import io
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from itertools import compress, groupby, islice
 from operator import add, eq, itemgetter, methodcaller, ne
 from typing import Any
 
 from nodus_cli.catalog.formats import FormatError
 from nodus_cli.catalog.formats.skypilot.machines import MACHINE_COLUMNS, number
+from nodus_cli.structs import field, struct
 
 __all__ = [
     "KEY",
@@ -114,7 +114,7 @@ def getter(indices: list[int]) -> Callable[[Sequence[str]], object]:
     return itemgetter(*indices)
 
 
-@dataclass(frozen=True, slots=True)
+@struct(frozen=True)
 class Layout:
     """Where a file's columns are, from its header."""
 
@@ -166,7 +166,7 @@ class Layout:
         )
 
 
-@dataclass(slots=True)
+@struct
 class Offers:
     """The groups of one head (usually one machine): a group is the rows of one region
     (their zones), with the region's on-demand price and lowest spot price."""

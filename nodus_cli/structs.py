@@ -1,0 +1,264 @@
+"""Plain data classes, at a fiftieth of what :mod:`dataclasses` costs to define.
+
+``@struct`` turns a class whose body annotates its fields into a slotted class with what
+``@dataclass(slots=True)`` would give it, for the part of dataclasses nodus uses:
+
+- ``__init__`` taking the fields in order, or by name; defaults and
+  ``field(default_factory=...)`` fill the ones left out; ``kw_only`` (on the decorator or
+  a field) makes fields keyword-only, after the positional ones;
+- ``__repr__`` of the fields not marked ``field(repr=False)``;
+- ``__eq__``: the same class and equal fields, leaving out ``field(compare=False)``;
+- with ``frozen=True``, ``__hash__`` of those fields, and an assignment or ``del`` of a
+  field raises :class:`FrozenError` (an ``AttributeError``, as dataclasses' own); without
+  it, instances are mutable and unhashable;
+- copy and pickle (``__getstate__``/``__setstate__``), frozen or not.
+
+A method the class defines itself (``__repr__``, ``__eq__``, ``__hash__``) is kept.
+:func:`replace` and :func:`fields` stand for their ``dataclasses`` namesakes. mypy checks
+a struct as it checks a dataclass (``dataclass_transform``): constructor signatures,
+frozen assignment, field specifiers.
+
+Why not dataclasses: ``@dataclass`` writes each method's source and ``exec``s it, about
+1 ms a frozen slotted class on the machines nodus starts on in CI, and importing it loads
+``inspect`` (~15 ms). ``nodus run`` defined 41 of them: about 60 ms of its start, where
+the whole of nodus's own work is about 200 ms. Here every method is one shared function
+reading the class's field table, so defining a class costs about 20 µs; building an
+instance costs a few µs more than a dataclass's, which nothing in nodus does often enough
+to feel (a fan-out of 1,000 items builds a few thousand).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import attrgetter
+from typing import Any, TypeVar, dataclass_transform, overload
+
+__all__ = ["Field", "FrozenError", "field", "fields", "replace", "struct"]
+
+T = TypeVar("T")
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+_MISSING: Any = _Missing()
+
+
+class FrozenError(AttributeError):
+    """An assignment to (or ``del`` of) a field of a frozen struct."""
+
+
+class Field:
+    """One field of a struct: its name, how it gets a value when none is given, and
+    whether it takes part in ``repr`` and comparison."""
+
+    __slots__ = ("compare", "default", "default_factory", "kw_only", "name", "repr")
+
+    def __init__(
+        self,
+        default: Any = _MISSING,
+        default_factory: Callable[[], Any] | None = None,
+        compare: bool = True,
+        repr: bool = True,
+        kw_only: bool = False,
+    ) -> None:
+        self.name = ""
+        self.default = default
+        self.default_factory = default_factory
+        self.compare = compare
+        self.repr = repr
+        self.kw_only = kw_only
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING and self.default_factory is None
+
+    def __repr__(self) -> str:
+        return f"Field({self.name!r})"
+
+
+def field(
+    *,
+    default: Any = _MISSING,
+    default_factory: Callable[[], Any] | None = None,
+    compare: bool = True,
+    repr: bool = True,
+    kw_only: bool = False,
+) -> Any:
+    """A field with more than a plain default: ``field(default_factory=list)`` for a fresh
+    list per instance, ``compare=False`` for provenance that equality ignores,
+    ``repr=False`` for what ``repr`` should not show."""
+    if default is not _MISSING and default_factory is not None:
+        raise ValueError("a field takes a default or a default_factory, not both")
+    return Field(default, default_factory, compare, repr, kw_only)
+
+
+def fields(struct_or_class: Any) -> tuple[Field, ...]:
+    """The fields of a struct (class or instance), in the order the class declares them."""
+    table: tuple[Field, ...] = struct_or_class.__struct_fields__
+    return table
+
+
+def replace(obj: T, /, **changes: Any) -> T:
+    """A copy of ``obj`` with the given fields changed (``dataclasses.replace``)."""
+    for f in obj.__struct_fields__:  # type: ignore[attr-defined]
+        if f.name not in changes:
+            changes[f.name] = getattr(obj, f.name)
+    return type(obj)(**changes)
+
+
+@overload
+def struct(cls: type[T], /) -> type[T]: ...
+
+
+@overload
+def struct(*, frozen: bool = False, kw_only: bool = False) -> Callable[[type[T]], type[T]]: ...
+
+
+@dataclass_transform(field_specifiers=(field, Field))
+def struct(
+    cls: type[T] | None = None, /, *, frozen: bool = False, kw_only: bool = False
+) -> type[T] | Callable[[type[T]], type[T]]:
+    """Make ``cls`` a struct; ``@struct`` or ``@struct(frozen=True, kw_only=True)``."""
+    if cls is None:
+        return lambda c: _build(c, frozen, kw_only)
+    return _build(cls, frozen, kw_only)
+
+
+def _build(cls: type[T], frozen: bool, kw_only: bool) -> type[T]:
+    body = dict(cls.__dict__)
+    table: list[Field] = []
+    for name, kind in body.get("__annotations__", {}).items():
+        if isinstance(kind, str) and kind.startswith(("ClassVar", "typing.ClassVar")):
+            continue
+        value = body.pop(name, _MISSING)
+        if isinstance(value, Field):
+            f = value
+        else:
+            if isinstance(value, list | dict | set):
+                raise ValueError(
+                    f"{cls.__qualname__}.{name}: a mutable default is shared by every "
+                    "instance; use field(default_factory=...)"
+                )
+            f = Field(value)
+        f.name = name
+        f.kw_only = f.kw_only or kw_only
+        table.append(f)
+    positional = [f for f in table if not f.kw_only]
+    seen_default = False
+    for f in positional:
+        if not f.required:
+            seen_default = True
+        elif seen_default:
+            raise TypeError(
+                f"{cls.__qualname__}.{f.name}: a field without a default follows one with"
+            )
+    names = tuple(f.name for f in table)
+    compared = tuple(f.name for f in table if f.compare)
+    body.pop("__dict__", None)
+    body.pop("__weakref__", None)
+    body["__slots__"] = names
+    body["__qualname__"] = cls.__qualname__
+    body["__struct_fields__"] = tuple(table)
+    body["__struct_init__"] = (len(positional), (*positional, *(f for f in table if f.kw_only)))
+    # A staticmethod: a lambda in the class body would be bound to the instance.
+    body["__struct_key__"] = staticmethod(_key_of(compared))
+    body["__struct_repr__"] = tuple(f.name for f in table if f.repr)
+    mine = cls.__dict__
+    for method, shared in (
+        ("__init__", _init),
+        ("__repr__", _repr),
+        ("__eq__", _eq),
+        ("__getstate__", _getstate),
+        ("__setstate__", _setstate),
+    ):
+        if method not in mine:
+            body[method] = shared
+    if frozen:
+        body["__setattr__"] = _frozen_setattr
+        body["__delattr__"] = _frozen_delattr
+        if "__hash__" not in mine or mine["__hash__"] is None:
+            body["__hash__"] = _hash
+    elif "__hash__" not in mine:
+        body["__hash__"] = None  # mutable and compared by value: unhashable, as a dataclass
+    maker: Any = type(cls)  # the class's own metaclass (``type``, or a Generic's)
+    made: type[T] = maker(cls.__name__, cls.__bases__, body)
+    return made
+
+
+def _key_of(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    if not names:
+        return lambda _obj: ()
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    key: Callable[[Any], tuple[Any, ...]] = attrgetter(*names)
+    return key
+
+
+def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+    cls = type(self)
+    npos, order = cls.__struct_init__
+    if len(args) > npos:
+        raise TypeError(
+            f"{cls.__name__}() takes {npos} positional arguments but {len(args)} were given"
+        )
+    put = object.__setattr__
+    given = len(args)
+    for i, f in enumerate(order):
+        name = f.name
+        if i < given:
+            if kwargs and name in kwargs:
+                raise TypeError(f"{cls.__name__}() got multiple values for argument {name!r}")
+            put(self, name, args[i])
+        elif name in kwargs:
+            put(self, name, kwargs.pop(name))
+        elif f.default is not _MISSING:
+            put(self, name, f.default)
+        elif f.default_factory is not None:
+            put(self, name, f.default_factory())
+        else:
+            raise TypeError(f"{cls.__name__}() missing required argument: {name!r}")
+    if kwargs:
+        raise TypeError(
+            f"{cls.__name__}() got an unexpected keyword argument {next(iter(kwargs))!r}"
+        )
+
+
+def _repr(self: Any) -> str:
+    cls = type(self)
+    shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in cls.__struct_repr__)
+    return f"{cls.__qualname__}({shown})"
+
+
+def _eq(self: Any, other: Any) -> Any:
+    if other.__class__ is not self.__class__:
+        return NotImplemented
+    key = self.__struct_key__
+    return key(self) == key(other)
+
+
+def _hash(self: Any) -> int:
+    return hash(self.__struct_key__(self))
+
+
+def _getstate(self: Any) -> tuple[Any, ...]:
+    return tuple(getattr(self, f.name) for f in self.__struct_fields__)
+
+
+def _setstate(self: Any, state: tuple[Any, ...]) -> None:
+    put = object.__setattr__
+    for f, value in zip(self.__struct_fields__, state, strict=True):
+        put(self, f.name, value)
+
+
+def _frozen_setattr(self: Any, name: str, value: Any) -> None:
+    raise FrozenError(f"cannot assign to field {name!r}: {type(self).__name__} is frozen")
+
+
+def _frozen_delattr(self: Any, name: str) -> None:
+    raise FrozenError(f"cannot delete field {name!r}: {type(self).__name__} is frozen")

@@ -1,0 +1,163 @@
+"""nodus_cli.structs: what a struct promises, held against what a dataclass would do."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import subprocess
+import sys
+from typing import Generic, TypeVar
+
+import pytest
+
+from nodus_cli.structs import FrozenError, field, fields, replace, struct
+
+T = TypeVar("T")
+
+
+@struct(frozen=True)
+class Point:
+    """A frozen struct."""
+
+    x: int
+    y: int = 0
+    label: str = field(default="", compare=False)
+    secret: str = field(default="", repr=False)
+
+
+@struct
+class Bag:
+    name: str
+    items: list[str] = field(default_factory=list)
+
+
+@struct(frozen=True, kw_only=True)
+class Options:
+    size: int
+    colour: str = "red"
+
+
+@struct(frozen=True)
+class Boxed(Generic[T]):
+    value: T
+
+    def __repr__(self) -> str:
+        return f"<{self.value!r}>"
+
+
+# Module level, so that pickle finds them by name.
+PICKLED = (Point(1, 2, "a", "s"), Bag("b", ["x"]))
+
+
+def test_positional_and_keyword_arguments_fill_the_fields_in_order() -> None:
+    assert Point(1, 2).y == 2
+    assert Point(y=3, x=1) == Point(1, 3)
+    assert Point(1).y == 0
+
+
+def test_wrong_arguments_raise_type_errors_that_name_the_field() -> None:
+    with pytest.raises(TypeError, match="missing required argument: 'x'"):
+        Point()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        Point(1, z=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="multiple values for argument 'x'"):
+        Point(1, x=2)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="takes 4 positional arguments but 5"):
+        Point(1, 2, "", "", 5)  # type: ignore[call-arg]
+
+
+def test_a_default_factory_gives_each_instance_its_own_value() -> None:
+    a, b = Bag("a"), Bag("b")
+    a.items.append("x")
+    assert b.items == []
+
+
+def test_keyword_only_fields_refuse_positions() -> None:
+    assert Options(size=2) == Options(size=2, colour="red")
+    with pytest.raises(TypeError, match="takes 0 positional arguments"):
+        Options(2)  # type: ignore[misc]
+
+
+def test_equality_compares_fields_of_the_same_class_only() -> None:
+    assert Point(1, 2, label="one") == Point(1, 2, label="other")  # compare=False
+    assert Point(1, 2) != Point(1, 3)
+    assert Point(1, 2) != (1, 2)
+    assert Bag("a") == Bag("a") and Bag("a") != Bag("a", ["x"])
+
+
+def test_frozen_structs_hash_by_their_compared_fields_and_refuse_assignment() -> None:
+    assert hash(Point(1, 2, label="a")) == hash(Point(1, 2, label="b"))
+    assert len({Point(1), Point(1), Point(2)}) == 2
+    p = Point(1)
+    with pytest.raises(FrozenError, match="cannot assign to field 'x'"):
+        p.x = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        del p.x  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        p.other = 1  # type: ignore[attr-defined]
+
+
+def test_mutable_structs_can_change_and_are_unhashable() -> None:
+    b = Bag("a")
+    b.name = "b"
+    assert b == Bag("b")
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(b)
+
+
+def test_repr_shows_the_fields_but_those_marked_repr_false() -> None:
+    assert repr(Point(1, 2, "a", "hidden")) == "Point(x=1, y=2, label='a')"
+    assert repr(Bag("a")) == "Bag(name='a', items=[])"
+
+
+def test_a_method_the_class_defines_is_kept_and_generics_still_subscript() -> None:
+    assert repr(Boxed(3)) == "<3>"
+    assert Boxed[int](3) == Boxed(3)
+
+
+def test_replace_copies_with_changes_and_checks_the_names() -> None:
+    p = Point(1, 2, "a", "s")
+    q = replace(p, y=5)
+    assert (q.x, q.y, q.label, q.secret) == (1, 5, "a", "s")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'z'"):
+        replace(p, z=1)
+
+
+def test_fields_lists_the_declared_fields_in_order() -> None:
+    assert [f.name for f in fields(Point)] == ["x", "y", "label", "secret"]
+    assert [f.name for f in fields(Bag("a"))] == ["name", "items"]
+
+
+def test_instances_copy_and_pickle_frozen_or_not() -> None:
+    for obj in PICKLED:
+        assert copy.copy(obj) == obj
+        assert copy.deepcopy(obj) == obj
+        assert pickle.loads(pickle.dumps(obj)) == obj
+    assert pickle.loads(pickle.dumps(PICKLED[0])).secret == "s"
+
+
+def test_definitions_that_a_dataclass_would_refuse_are_refused() -> None:
+    with pytest.raises(ValueError, match="mutable default"):
+
+        @struct
+        class Shared:
+            items: list[str] = []  # noqa: RUF012
+
+    with pytest.raises(TypeError, match="without a default follows one with"):
+
+        @struct
+        class Order:
+            a: int = 0
+            b: int  # type: ignore[misc]
+
+
+def test_structs_are_slotted() -> None:
+    assert Point.__slots__ == ("x", "y", "label", "secret")  # type: ignore[attr-defined]
+    assert not hasattr(Point(1), "__dict__")
+
+
+def test_importing_structs_does_not_load_dataclasses_or_inspect() -> None:
+    names = "('dataclasses', 'inspect')"
+    code = f"import sys, nodus_cli.structs; print(*(m in sys.modules for m in {names}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
