@@ -21,10 +21,11 @@ frozen assignment, field specifiers.
 Why not dataclasses: ``@dataclass`` writes each method's source and ``exec``s it, about
 1 ms a frozen slotted class on the machines nodus starts on in CI, and importing it loads
 ``inspect`` (~15 ms). ``nodus run`` defined 41 of them: about 60 ms of its start, where
-the whole of nodus's own work is about 200 ms. Here every method is one shared function
-reading the class's field table, so defining a class costs about 20 µs; building an
-instance costs a few µs more than a dataclass's, which nothing in nodus does often enough
-to feel (a fan-out of 1,000 items builds a few thousand).
+the whole of nodus's own work is about 200 ms. Here ``repr``, equality, hashing and
+pickling are shared functions that read the class's field table, and ``__init__`` is
+written out (one ``exec``, as fast per instance as a dataclass's) the first time an
+instance of the class is built: a class costs about 20 µs to define, and most classes a
+command loads are never built by it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
+#: The default of a field with a default_factory, in a compiled __init__.
+_FACTORY: Any = _Missing()
 
 
 class FrozenError(AttributeError):
@@ -164,7 +167,7 @@ def _build(cls: type[T], frozen: bool, kw_only: bool) -> type[T]:
     body["__slots__"] = names
     body["__qualname__"] = cls.__qualname__
     body["__struct_fields__"] = tuple(table)
-    body["__struct_init__"] = (len(positional), (*positional, *(f for f in table if f.kw_only)))
+    body["__struct_init__"] = (*positional, *(f for f in table if f.kw_only))
     # A staticmethod: a lambda in the class body would be bound to the instance.
     body["__struct_key__"] = staticmethod(_key_of(compared))
     body["__struct_repr__"] = tuple(f.name for f in table if f.repr)
@@ -201,32 +204,41 @@ def _key_of(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
 
 
 def _init(self: Any, *args: Any, **kwargs: Any) -> None:
+    # The first instance of a class compiles its own __init__ and puts it on the class:
+    # one exec for a class that is built, none for the many that a command never builds.
     cls = type(self)
-    npos, order = cls.__struct_init__
-    if len(args) > npos:
-        raise TypeError(
-            f"{cls.__name__}() takes {npos} positional arguments but {len(args)} were given"
-        )
-    put = object.__setattr__
-    given = len(args)
-    for i, f in enumerate(order):
+    compiled = _compile_init(cls)
+    cls.__init__ = compiled
+    compiled(self, *args, **kwargs)
+
+
+def _compile_init(cls: type) -> Callable[..., None]:
+    """``__init__`` for ``cls``, written out as a dataclass's would be: a real signature
+    (so a wrong call is Python's own ``TypeError``) and one assignment per field."""
+    frozen = cls.__dict__.get("__setattr__") is _frozen_setattr
+    scope: dict[str, Any] = {"_put": object.__setattr__, "_FACTORY": _FACTORY}
+    params: list[str] = []
+    lines: list[str] = []
+    for f in cls.__struct_init__:  # type: ignore[attr-defined]
         name = f.name
-        if i < given:
-            if kwargs and name in kwargs:
-                raise TypeError(f"{cls.__name__}() got multiple values for argument {name!r}")
-            put(self, name, args[i])
-        elif name in kwargs:
-            put(self, name, kwargs.pop(name))
-        elif f.default is not _MISSING:
-            put(self, name, f.default)
+        if f.kw_only and "*" not in params:
+            params.append("*")
+        if f.default is not _MISSING:
+            scope[f"_d_{name}"] = f.default
+            params.append(f"{name}=_d_{name}")
         elif f.default_factory is not None:
-            put(self, name, f.default_factory())
+            scope[f"_f_{name}"] = f.default_factory
+            params.append(f"{name}=_FACTORY")
+            lines.append(f"    if {name} is _FACTORY: {name} = _f_{name}()")
         else:
-            raise TypeError(f"{cls.__name__}() missing required argument: {name!r}")
-    if kwargs:
-        raise TypeError(
-            f"{cls.__name__}() got an unexpected keyword argument {next(iter(kwargs))!r}"
-        )
+            params.append(name)
+        put = f"_put(self, {name!r}, {name})" if frozen else f"self.{name} = {name}"
+        lines.append(f"    {put}")
+    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(lines or ["    pass"])
+    exec(source, scope)  # the names are the class's annotations: identifiers
+    init: Callable[..., None] = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
 
 
 def _repr(self: Any) -> str:

@@ -10,14 +10,15 @@ parsers can never mean different things.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from nodus_cli.structs import struct
 
 __all__ = ["PlanOptions", "RunOptions", "plan", "run"]
 
 
-# Named tuples, not dataclasses: a frozen dataclass costs ~1 ms to create at import, and
-# these are made on every `nodus plan` and `nodus run`.
-class PlanOptions(NamedTuple):
+# Structs, not dataclasses or named tuples: defined on every `nodus plan` and `nodus run`,
+# where a frozen dataclass costs ~1 ms and a named tuple of 14 fields ~0.5 ms.
+@struct(frozen=True)
+class PlanOptions:
     file: str
     target: str = "catalog"
     catalog: str | None = None
@@ -26,7 +27,8 @@ class PlanOptions(NamedTuple):
     as_json: bool = False
 
 
-class RunOptions(NamedTuple):
+@struct(frozen=True)
+class RunOptions:
     file: str
     target: str = "local"
     catalog: str | None = None
