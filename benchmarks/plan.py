@@ -37,7 +37,6 @@ from nodus_cli import catalog
 from nodus_cli.catalog import Offer
 from nodus_cli.planning.planner import plan_workload
 from nodus_cli.records import RunStore
-from nodus_cli.structs import replace
 from nodus_cli.workload import Workload, load_file, load_text
 
 EXAMPLE = REPO / "examples" / "llama-finetune-8xh100.toml"
@@ -72,8 +71,7 @@ def synthetic(size: int, seed: int = 7) -> tuple[Offer, ...]:
     for i in range(size):
         o = base[rng.randrange(len(base))]
         out.append(
-            replace(
-                o,
+            o._replace(
                 machine_id=f"{o.machine_id}-{i}",
                 region=regions[rng.randrange(len(regions))] if rng.random() < 0.5 else o.region,
                 price_per_hour=round(o.price_per_hour * rng.uniform(0.7, 1.3), 4),
