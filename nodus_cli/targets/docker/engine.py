@@ -1,16 +1,17 @@
 """Access to the Docker engine, with one clear message when it is down.
 
-:class:`Engine` makes the Engine-API calls of a local run straight over the engine's socket
-(:mod:`.http`: the standard library, a kept-alive connection per thread) and keeps the
-Docker SDK's low-level client (``docker.APIClient``) for what needs more than plain HTTP:
-pulling with the registry credentials of the Docker CLI, and the Swarm calls of
-:class:`~nodus_cli.targets.swarm.api.SwarmApi`. Whichever carried a call, its failures
-become nodus's in this module alone (:meth:`Engine.mapped` for the SDK's, the transport's
-in :meth:`Engine.answer`). Every target finds the engine as the ``docker`` CLI does
-(:func:`endpoint`): ``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY`` / ``DOCKER_CERT_PATH``),
-else the current Docker context (``docker context use``), else the local socket. The SDK
-is imported only when a pull or a Swarm call needs it: never by ``nodus --help``,
-``validate``, ``plan``, nor by a local run of an image the engine has.
+:class:`Engine` makes the Engine-API calls of a local run, and the Swarm calls of
+:class:`~nodus_cli.targets.swarm.api.SwarmApi`, straight over the engine's socket
+(:mod:`.http`: the standard library, a kept-alive connection per thread). The Docker SDK's
+low-level client (``docker.APIClient``) stays for a pull, and its ``auth`` module for the
+registry credentials of the Docker CLI's configuration (read only where one holds any).
+Whichever carried a call, its failures become nodus's in this module alone
+(:meth:`Engine.mapped` for the SDK's, the transport's in :meth:`Engine.answer`). Every
+target finds the engine as the ``docker`` CLI does (:func:`endpoint`): ``DOCKER_HOST``
+(with ``DOCKER_TLS_VERIFY`` / ``DOCKER_CERT_PATH``), else the current Docker context
+(``docker context use``), else the local socket. The SDK is imported only when a pull or
+credentials need it: never by ``nodus --help``, ``validate``, ``plan``, nor by a run of
+an image the engine has, local or on Swarm.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class EngineTimeout(EngineFailure):
 
 
 class Engine:
-    """The Engine-API calls of a local run (the SDK's client for pulls and Swarm)."""
+    """The Engine-API calls of a run (the SDK's client for pulls)."""
 
     def __init__(
         self, host: str | None = None, connect_timeout: float = 10.0, tls: http.Tls | None = None
@@ -150,23 +151,6 @@ class Engine:
         except DockerException as exc:
             raise EngineError(500, str(exc)) from None
 
-    def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """``method(*args, **kwargs)``, a call of the SDK's :attr:`client`, errors mapped."""
-        with self.mapped():
-            return method(*args, **kwargs)
-
-    def tolerate(
-        self, statuses: tuple[int, ...], method: Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> bool:
-        """:meth:`call`, where an error answer of one of ``statuses`` is fine: False then."""
-        try:
-            self.call(method, *args, **kwargs)
-        except EngineError as exc:
-            if exc.status not in statuses:
-                raise
-            return False
-        return True
-
     def request(
         self,
         method: str,
@@ -175,40 +159,31 @@ class Engine:
         body: Any = None,
         timeout: float | None = None,
         allow: tuple[int, ...] = (),
+        headers: dict[str, str] | None = None,
     ) -> Any:
         """An Engine-API call over the socket: its JSON answer (None when empty, or when
         the engine answered one of the ``allow`` error statuses)."""
         try:
             with self.answer():
-                return self.http.json(method, path, params, body, timeout)
+                return self.http.json(method, path, params, body, timeout, headers)
         except EngineError as exc:
             if exc.status in allow:
                 return None
             raise
 
-    def stream(
-        self, path: str, resource: str, params: dict[str, Any], timeout: float | None
-    ) -> Any:
-        """A multiplexed log stream of the SDK's client (Swarm services' logs): (1 stdout |
-        2 stderr, bytes) frames, as the SDK's ``CancellableStream``, which ``close()``
-        cuts from any thread. ``timeout`` bounds each wait for more."""
-        from docker.types.daemon import CancellableStream
+    def registry_auth(self, image: str) -> dict[str, str]:
+        """The ``X-Registry-Auth`` header the Docker CLI's configuration gives ``image``'s
+        registry, as the ``docker`` CLI sends it with a pull or a new service (empty: no
+        credentials for it). The SDK's ``auth`` module reads them (credential stores and
+        helpers included), and is loaded only when a configuration holds credentials."""
+        if not _has_credentials():
+            return {}
+        from docker import auth
 
-        client = self.client
-        with self.mapped():
-            res = client._get(
-                client._url(path, resource), params=params, stream=True, timeout=timeout
-            )
-            client._raise_for_status(res)
-        return CancellableStream(self._frames(res), res)
-
-    def _frames(self, res: Any) -> Iterator[tuple[int, bytes]]:
-        # The SDK's _multiplexed_response_stream_helper, keeping which stream each frame is
-        # from and the socket's timeout.
-        with self.mapped(), res:
-            while len(header := res.raw.read(8)) == 8:
-                size = int.from_bytes(header[4:8], "big")
-                yield header[0], res.raw.read(size) if size else b""
+        with self.mapped("reading the Docker credentials"):
+            registry, _ = auth.resolve_repository_name(image)
+            found = auth.resolve_authconfig(auth.load_config(), registry)
+            return {"X-Registry-Auth": auth.encode_header(found).decode()} if found else {}
 
     # -- calls ---------------------------------------------------------------------
 
@@ -296,7 +271,7 @@ class Engine:
             finally:
                 stream.close()
 
-    def logs(self, cid: str, follow: bool = True, since: str | None = None) -> _Frames:
+    def logs(self, cid: str, follow: bool = True, since: str | None = None) -> Frames:
         """A (non-TTY) container's output, ``(1 stdout | 2 stderr, b"TIMESTAMP text")``
         frames, followed or as logged so far, from ``since`` (UNIX seconds) on;
         ``close()`` cuts it.
@@ -308,7 +283,7 @@ class Engine:
             params["since"] = since
         with self.answer():
             stream = self.http.stream(f"/containers/{cid}/logs", params, None if follow else 15.0)
-        return _Frames(self, stream)
+        return Frames(self, stream)
 
     def pull(
         self,
@@ -320,14 +295,13 @@ class Engine:
 
         ``APIClient.pull``'s request, credentials included, but with a read timeout (that
         method waits for the registry forever)."""
-        from docker import auth, utils
+        from docker import utils
 
         client = self.client
         repository, tag = utils.parse_repository_tag(image)
-        header = auth.get_config_header(client, auth.resolve_repository_name(repository)[0])
         request = {
             "params": {"fromImage": repository, "tag": tag or "latest"},
-            "headers": {"X-Registry-Auth": header} if header else {},
+            "headers": self.registry_auth(repository),
             "stream": True,
             "timeout": idle_timeout,
         }
@@ -360,7 +334,7 @@ class Engine:
             time.sleep(0.5)
 
 
-class _Frames:
+class Frames:
     """A container's log as (stream, bytes) frames; ``close()`` cuts it from any thread."""
 
     def __init__(self, engine: Engine, stream: http.Stream) -> None:
@@ -373,6 +347,30 @@ class _Frames:
 
     def close(self) -> None:
         self.stream.close()
+
+
+def _has_credentials() -> bool:
+    """Whether a Docker CLI configuration (where the SDK looks for one) holds registry
+    credentials, or names a store or helper for them."""
+    home = os.path.expanduser("~")
+    folder = os.environ.get("DOCKER_CONFIG")
+    if os.path.exists(os.path.join(home, ".dockercfg")):  # the legacy file: all credentials
+        return True
+    for path in ([os.path.join(folder, "config.json")] if folder else []) + [
+        os.path.join(home, ".docker", "config.json")
+    ]:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                doc = json.load(handle)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            return True  # the SDK's reading of it decides
+        if not isinstance(doc, dict) or any(
+            doc.get(key) for key in ("auths", "credsStore", "credHelpers")
+        ):
+            return True
+    return False
 
 
 def endpoint() -> tuple[str | None, http.Tls | None]:

@@ -9,8 +9,7 @@ connection of its own for each stream (logs, events), which ``close()`` cuts fro
 thread. Even ``http.client`` is more than this needs (it parses headers with the email
 package: 15 ms of every start), so the little HTTP/1.1 a client of dockerd speaks is
 written here: a request, a status line, headers, a body of a known length or in chunks.
-The SDK stays for what it does that this does not: pulling with the registry credentials
-of the Docker CLI's configuration, and the Swarm calls.
+The SDK stays for what it does that this does not: pulling, with its progress stream.
 
 Contract: :class:`Http` raises only :class:`Failure` (the engine unreachable, or the
 connection dropped), :class:`Timeout`, and :class:`Status` (an error answer, with the
@@ -299,8 +298,15 @@ class Http:
         query = urlencode({k: _param(v) for k, v in (params or {}).items() if v is not None})
         return f"{prefix}{path}" + (f"?{query}" if query else "")
 
-    def _head(self, method: str, target: str, body: bytes | None) -> bytes:
+    def _head(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self.host}", "User-Agent: nodus"]
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         if body is not None:
             lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
         elif method in ("POST", "PUT"):
@@ -317,12 +323,13 @@ class Http:
         body: Any = None,
         timeout: float | None = None,
         versioned: bool = True,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         """One request on this thread's connection: (status, headers, body); Status for
         an error answer. A kept-alive connection the engine closed meanwhile is made
         again, once."""
         payload = json.dumps(body).encode() if body is not None else None
-        head = self._head(method, self.url(path, params, versioned), payload)
+        head = self._head(method, self.url(path, params, versioned), payload, headers)
         for attempt in (1, 2):
             conn = self._pooled()
             fresh, conn.fresh = conn.fresh, False
@@ -364,8 +371,9 @@ class Http:
         params: Mapping[str, Any] | None = None,
         body: Any = None,
         timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Any:
-        _, _, data = self.call(method, path, params, body, timeout)
+        _, _, data = self.call(method, path, params, body, timeout, headers=headers)
         return json.loads(data) if data.strip() else None
 
     def stream(

@@ -2,17 +2,20 @@
 
 The engine is the one ``DOCKER_HOST`` names, else the current Docker context's (read
 from the Docker CLI's files by :func:`connect`), else the local socket; it must be a
-Swarm manager. :class:`SwarmApi` talks to it through the Docker SDK's low-level client,
-with the errors of :mod:`nodus_cli.targets.docker.engine`.
+Swarm manager. :class:`SwarmApi` makes its calls over the engine's socket as a local
+run's are made (:mod:`nodus_cli.targets.docker.http`, no Docker SDK: importing it costs
+more than a Swarm run's own calls), with the errors of
+:mod:`nodus_cli.targets.docker.engine`.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
-from typing import Any
+from typing import Any, Literal
 
 from nodus_cli.errors import NodusError, NotRunnable
-from nodus_cli.targets.docker import engine
+from nodus_cli.targets.docker import engine, http
 
 GPU_KIND = "NVIDIA-GPU"
 LABEL_GPU = "nodus.gpu"
@@ -27,13 +30,15 @@ HOLDING = ("assigned", "accepted", "preparing", "ready", "starting", "running")
 STARTED = ("starting", "running", "complete", "failed")
 #: Terminal states that are the infrastructure's doing, not the workload's: worth a retry.
 INFRA_STATES = ("rejected", "orphaned", "shutdown", "remove")
+#: The Swarm objects that carry files into a service's containers.
+ObjectKind = Literal["secret", "config"]
 
 
 # -- the cluster ----------------------------------------------------------------------
 
 
 class SwarmApi(engine.Engine):
-    """The Swarm calls of the target, on the SDK's client, with nodus's errors."""
+    """The Swarm calls of the target, over the engine's socket, with nodus's errors."""
 
     _node_id: str | None = None
     #: The manager check's node list, for the first listing after it: one call, not two.
@@ -47,48 +52,45 @@ class SwarmApi(engine.Engine):
         return self._node_id
 
     def info(self) -> dict[str, Any]:
-        doc: dict[str, Any] = self.call(self.client.info)
+        doc: dict[str, Any] = self.request("GET", "/info")
         return doc
 
     def nodes(self) -> list[dict[str, Any]]:
         found, self._checked_nodes = self._checked_nodes, None
         if found is None:
-            found = self.call(self.client.nodes)
-        return found
+            found = self.request("GET", "/nodes")
+        return found or []
 
     def node(self, node_id: str) -> dict[str, Any]:
-        doc: dict[str, Any] = self.call(self.client.inspect_node, node_id)
+        doc: dict[str, Any] = self.request("GET", f"/nodes/{node_id}")
         return doc
 
     def update_node(self, node_id: str, version: int, spec: dict[str, Any]) -> None:
-        self.call(self.client.update_node, node_id, version, spec)
+        self.request("POST", f"/nodes/{node_id}/update", {"version": version}, body=spec)
 
     def tasks(self, filters: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self.call(self.client.tasks, filters=filters)
-        return found
+        found: list[dict[str, Any]] = self.request("GET", "/tasks", {"filters": filters})
+        return found or []
 
     def services(self, filters: dict[str, list[str]] | None = None) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self.call(self.client.services, filters=filters)
-        return found
+        found: list[dict[str, Any]] = self.request("GET", "/services", {"filters": filters})
+        return found or []
 
     def create_service(self, body: dict[str, Any]) -> str:
-        """Create the service :func:`service_args` describes; its id."""
-        doc = self.call(
-            self.client.create_service,
-            body["TaskTemplate"],
-            name=body["Name"],
-            labels=body["Labels"],
-            mode=body["Mode"],
-            endpoint_spec=body.get("EndpointSpec"),
-        )
+        """Create the service :func:`~.services.service_args` describes; its id.
+
+        The registry credentials of the Docker CLI's configuration go with it, as with
+        ``docker service create``: the nodes pull the image with them."""
+        image = body["TaskTemplate"]["ContainerSpec"]["Image"]
+        doc = self.request("POST", "/services/create", body=body, headers=self.registry_auth(image))
         return str(doc["ID"])
 
     def remove_service(self, service_id: str) -> None:
         """Remove a service; one that is gone already is fine."""
-        self.tolerate((404,), self.client.remove_service, service_id)
+        self.request("DELETE", f"/services/{service_id}", allow=(404,))
 
     def service(self, service_id: str) -> dict[str, Any]:
-        doc: dict[str, Any] = self.call(self.client.inspect_service, service_id)
+        doc: dict[str, Any] = self.request("GET", f"/services/{service_id}")
         return doc
 
     def discard_service(self, service: dict[str, Any] | str) -> None:
@@ -98,8 +100,6 @@ class SwarmApi(engine.Engine):
         drops its pending one, which removing it alone does not do before Docker 24
         (its task would keep running, or start later).
         """
-        from docker.types import ServiceMode
-
         try:
             doc = self.service(service) if isinstance(service, str) else service
         except engine.EngineError as exc:
@@ -109,25 +109,39 @@ class SwarmApi(engine.Engine):
         spec = doc.get("Spec") or {}
         job = (spec.get("Mode") or {}).get("ReplicatedJob")
         if job is not None and job.get("TotalCompletions") != 0:
+            # The service as it is, but for the completions (as `docker service update`).
+            stopped = dict(spec, Mode={"ReplicatedJob": dict(job, TotalCompletions=0)})
+            version = (doc.get("Version") or {}).get("Index", 0)
             with contextlib.suppress(engine.EngineError):
-                self.call(
-                    self.client.update_service,
-                    doc["ID"],
-                    (doc.get("Version") or {}).get("Index", 0),
-                    task_template=spec.get("TaskTemplate"),
-                    name=spec.get("Name"),
-                    labels=spec.get("Labels"),
-                    mode=ServiceMode("replicated-job", replicas=0),
+                self.request(
+                    "POST", f"/services/{doc['ID']}/update", {"version": version}, body=stopped
                 )
         self.remove_service(doc["ID"])
 
     def volumes(self, filters: dict[str, list[str]] | None = None) -> list[str]:
         """Names of this engine's volumes (matching ``filters``)."""
-        doc = self.call(self.client.volumes, filters=filters) or {}
+        doc = self.request("GET", "/volumes", {"filters": filters}) or {}
         return [str(v["Name"]) for v in doc.get("Volumes") or []]
 
     def remove_volume(self, name: str) -> None:
-        self.call(self.client.remove_volume, name, force=True)
+        self.request("DELETE", f"/volumes/{http.path_of(name)}", {"force": True})
+
+    def create_object(
+        self, kind: ObjectKind, name: str, data: bytes, labels: dict[str, str]
+    ) -> str:
+        """Create a Swarm secret or config holding ``data``; its id."""
+        body = {"Name": name, "Labels": labels, "Data": base64.b64encode(data).decode()}
+        doc = self.request("POST", f"/{kind}s/create", body=body)
+        return str(doc["ID"])
+
+    def objects(self, kind: ObjectKind, filters: dict[str, list[str]]) -> list[dict[str, Any]]:
+        """The secrets or configs matching ``filters``."""
+        found: list[dict[str, Any]] = self.request("GET", f"/{kind}s", {"filters": filters})
+        return found or []
+
+    def remove_object(self, kind: ObjectKind, object_id: str) -> None:
+        """Remove a secret or config; one that is gone already is fine."""
+        self.request("DELETE", f"/{kind}s/{object_id}", allow=(404,))
 
     def service_logs(self, service_id: str, follow: bool, since: str | None = None) -> Any:
         """A service's output, ``(stream, b"TIMESTAMP text")`` frames; ``close()`` cuts it.
@@ -136,10 +150,19 @@ class SwarmApi(engine.Engine):
         A finished job's log comes at once: a node that stops answering must not keep
         nodus waiting long for the rest of it.
         """
-        params = {"follow": int(follow), "stdout": 1, "stderr": 1, "timestamps": 1, "tail": "all"}
+        params: dict[str, Any] = {
+            "follow": follow,
+            "stdout": 1,
+            "stderr": 1,
+            "timestamps": 1,
+            "tail": "all",
+        }
         if since is not None:
             params["since"] = since
-        return self.stream("/services/{0}/logs", service_id, params, None if follow else 15.0)
+        path = f"/services/{service_id}/logs"
+        with self.answer():
+            stream = self.http.stream(path, params, None if follow else 15.0)
+        return engine.Frames(self, stream)
 
 
 def connect() -> SwarmApi:

@@ -42,7 +42,7 @@ from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.containers import LABEL_RUN, ContainerSpec
 
 if TYPE_CHECKING:
-    from nodus_cli.targets.swarm.api import SwarmApi
+    from nodus_cli.targets.swarm.api import ObjectKind, SwarmApi
     from nodus_cli.workload import Workload
 
 __all__ = ["PART_BYTES", "VALUE_LIMIT", "Carrier", "Carry", "check", "remove_all"]
@@ -173,12 +173,10 @@ class Carrier:
                     self.api().discard_service(live.service_id)
             for secret_id in made:
                 with contextlib.suppress(engine.EngineFailure):
-                    self.api().call(self.api().client.remove_secret, secret_id)
+                    self.api().remove_object("secret", secret_id)
 
     def _runtime(self, run_id: str) -> list[dict[str, Any]]:
         """The run's configs of the runtime's files (made on first use)."""
-        from docker import types
-
         with self._lock:
             found = self._configs.get(run_id)
             if found is not None:
@@ -188,17 +186,9 @@ class Carrier:
             tag = secrets.token_hex(3)
             for n, (path, data) in enumerate(runtime.files().items()):
                 name = f"nodus-{run_id}-rt{n}-{tag}"
-                doc = api.call(
-                    api.client.create_config,
-                    name,
-                    data,
-                    labels={LABEL_RUN: run_id, LABEL_PART: "runtime"},
-                )
-                refs.append(
-                    types.ConfigReference(
-                        doc["ID"], name, filename=f"{RUNTIME_IN_CONTAINER}/{path}"
-                    )
-                )
+                labels = {LABEL_RUN: run_id, LABEL_PART: "runtime"}
+                made = api.create_object("config", name, data, labels)
+                refs.append(_reference("Config", made, name, f"{RUNTIME_IN_CONTAINER}/{path}"))
             self._configs[run_id] = refs
             return refs
 
@@ -206,8 +196,6 @@ class Carrier:
         self, task: Task, folder: CallFolder, index: int, made: list[str]
     ) -> list[dict[str, Any]]:
         """The call's files as secrets of at most PART_BYTES; their references."""
-        from docker import types
-
         api = self.api()
         refs: list[dict[str, Any]] = []
         tag = secrets.token_hex(3)
@@ -223,14 +211,10 @@ class Carrier:
                     if not data and n > 0:
                         break
                     secret = f"nodus-{task.run_id}-{index}-{len(refs)}-{tag}"
-                    doc = api.call(
-                        api.client.create_secret,
-                        secret,
-                        data,
-                        labels={LABEL_RUN: task.run_id, LABEL_PART: "call"},
-                    )
-                    made.append(str(doc["ID"]))
-                    refs.append(types.SecretReference(doc["ID"], secret, f"nodus-part.{name}.{n}"))
+                    labels = {LABEL_RUN: task.run_id, LABEL_PART: "call"}
+                    secret_id = api.create_object("secret", secret, data, labels)
+                    made.append(secret_id)
+                    refs.append(_reference("Secret", secret_id, secret, f"nodus-part.{name}.{n}"))
                     n += 1
                     if len(data) < PART_BYTES:
                         break
@@ -240,15 +224,20 @@ class Carrier:
 def remove_all(api: SwarmApi, run_id: str) -> list[str]:
     """Every secret and config of the run (its services are gone): what was removed."""
     removed = []
-    for kind, listing, remove in (
-        ("secret", api.client.secrets, api.client.remove_secret),
-        ("config", api.client.configs, api.client.remove_config),
-    ):
-        for doc in api.call(listing, filters={"label": [f"{LABEL_RUN}={run_id}"]}) or []:
+    kinds: tuple[ObjectKind, ...] = ("secret", "config")
+    for kind in kinds:
+        for doc in api.objects(kind, {"label": [f"{LABEL_RUN}={run_id}"]}):
             with contextlib.suppress(engine.EngineFailure):
-                api.call(remove, doc["ID"])
+                api.remove_object(kind, doc["ID"])
                 removed.append(f"{kind} {(doc.get('Spec') or {}).get('Name') or doc['ID']}")
     return removed
+
+
+def _reference(kind: str, object_id: str, name: str, filename: str) -> dict[str, Any]:
+    """How a container spec names a secret or config (``kind``: Secret or Config) and the
+    file it becomes in the container: root's, read-only."""
+    file = {"Name": filename, "UID": "0", "GID": "0", "Mode": 0o444}
+    return {f"{kind}ID": object_id, f"{kind}Name": name, "File": file}
 
 
 def _missing(end: TaskEnd) -> bool:

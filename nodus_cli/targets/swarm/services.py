@@ -11,15 +11,12 @@ The constraints that say so come from :mod:`.placement`; the body here carries t
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nodus_cli.structs import struct
 from nodus_cli.targets.docker.containers import LABEL_RUN, WORK_DIR_IN_CONTAINER, ContainerSpec
 from nodus_cli.targets.swarm.api import GPU_KIND
 from nodus_cli.targets.swarm.nodes import Node
-
-if TYPE_CHECKING:
-    from docker import types
 
 #: The first Docker Engine whose Swarm stops, and cleans up after, a removed job.
 JOBS_FIXED_IN = (24, 0)
@@ -33,12 +30,22 @@ class WorkMount:
 
     host_path: str | None = None  # None: a tmpfs of the task's own
 
-    def mount(self) -> types.Mount:
-        from docker import types
-
+    def mount(self) -> dict[str, Any]:
         if self.host_path is None:
-            return types.Mount(WORK_DIR_IN_CONTAINER, None, type="tmpfs")
-        return types.Mount(WORK_DIR_IN_CONTAINER, self.host_path, type="bind")
+            return _mount(WORK_DIR_IN_CONTAINER, None, "tmpfs")
+        return _mount(WORK_DIR_IN_CONTAINER, self.host_path, "bind")
+
+
+def _mount(
+    target: str, source: str | None, kind: str, read_only: bool = False, size: int | None = None
+) -> dict[str, Any]:
+    """One entry of a container spec's ``Mounts`` (a tmpfs has no source)."""
+    mount: dict[str, Any] = {"Target": target, "Type": kind, "ReadOnly": read_only}
+    if source is not None:
+        mount["Source"] = source
+    if size is not None:
+        mount["TmpfsOptions"] = {"SizeBytes": size}
+    return mount
 
 
 def shared_folder(run_id: str) -> str:
@@ -57,67 +64,51 @@ def service_args(
     work: WorkMount,
     job: bool = True,
 ) -> dict[str, Any]:
-    """The body of ``POST /services/create``, of the SDK's types: the container contract.
+    """The body of ``POST /services/create``: the container contract.
 
     A GPU task carries the GPU model and memory labels of its node as constraints (Swarm
     never places it on another model) and reserves its GPUs as ``NVIDIA-GPU`` generic
     resources. CPU and memory are both reserved and limited; /dev/shm is inside the
     memory limit, as for a local container. Published ports go through the routing mesh.
     """
-    from docker import types
-
-    mounts = [types.Mount("/dev/shm", None, type="tmpfs", tmpfs_size=spec.shm_bytes), work.mount()]
-    for m in spec.mounts:
-        mounts.append(
-            types.Mount(
-                m.target,
-                m.source,
-                type=m.type,
-                read_only=m.read_only,
-            )
-        )
-    container = types.ContainerSpec(
-        spec.image,
-        # `command` replaces the image's ENTRYPOINT and `args` its CMD, as docker run's
-        # --entrypoint and arguments do.
-        command=list(spec.entrypoint) if spec.entrypoint is not None else None,
-        args=list(spec.command) if spec.command is not None else None,
-        env=dict(spec.env),
-        labels=spec.labels,
-        # tmpfs is charged to the container's memory cgroup: inside the limit.
-        mounts=mounts,
-    )
-    resources = types.Resources(
-        cpu_limit=spec.nano_cpus,
-        mem_limit=spec.memory_bytes,
-        cpu_reservation=spec.nano_cpus,
-        mem_reservation=spec.memory_bytes,
-        generic_resources={GPU_KIND: spec.gpu_count} if spec.gpu_count else None,
-    )
+    # tmpfs is charged to the container's memory cgroup: inside the limit.
+    mounts = [_mount("/dev/shm", None, "tmpfs", size=spec.shm_bytes), work.mount()]
+    mounts += [_mount(m.target, m.source, m.type, m.read_only) for m in spec.mounts]
+    container: dict[str, Any] = {
+        "Image": spec.image,
+        "Env": [f"{k}={v}" for k, v in spec.env.items()],
+        "Labels": spec.labels,
+        "Mounts": mounts,
+    }
+    # `Command` replaces the image's ENTRYPOINT and `Args` its CMD, as docker run's
+    # --entrypoint and arguments do.
+    if spec.entrypoint is not None:
+        container["Command"] = list(spec.entrypoint)
+    if spec.command is not None:
+        container["Args"] = list(spec.command)
+    sizes = {"NanoCPUs": spec.nano_cpus, "MemoryBytes": spec.memory_bytes}
+    reserved: dict[str, Any] = dict(sizes)
+    if spec.gpu_count:
+        kind = {"Kind": GPU_KIND, "Value": spec.gpu_count}
+        reserved["GenericResources"] = [{"DiscreteResourceSpec": kind}]
+    resources = {"Limits": sizes, "Reservations": reserved}
     body: dict[str, Any] = {
         "Name": spec.name,
         "Labels": spec.labels,
-        "TaskTemplate": types.TaskTemplate(
-            container,
-            resources=resources,
-            restart_policy=types.RestartPolicy("none"),
-            placement=types.Placement(constraints=constraints),
-        ),
+        "TaskTemplate": _template(container, resources, constraints),
         "Mode": _mode(job),
-        "EndpointSpec": None,
     }
     if spec.ports:
-        body["EndpointSpec"] = types.EndpointSpec(
-            ports=[
-                {
-                    "Protocol": p.protocol,
-                    "PublishedPort": p.host,
-                    "TargetPort": p.container,
-                    "PublishMode": "ingress",
-                }
-                for p in spec.ports
-            ]
-        )
+        ports = [
+            {
+                "Protocol": p.protocol,
+                "PublishedPort": p.host,
+                "TargetPort": p.container,
+                "PublishMode": "ingress",
+            }
+            for p in spec.ports
+        ]
+        body["EndpointSpec"] = {"Ports": ports}
     return body
 
 
@@ -126,37 +117,40 @@ def housekeeping_args(
 ) -> dict[str, Any]:
     """A one-off task on ``node`` that runs ``script`` with the node's /tmp mounted: it
     prepares (and later removes) the folder the run's stages on that node share."""
-    from docker import types
-
     labels = {LABEL_RUN: run_id, "nodus.stage": "_housekeeping"}
-    container = types.ContainerSpec(
-        image,
-        command=["/bin/sh", "-c", script],
-        labels=labels,
-        mounts=[types.Mount(HOST_TMP, "/tmp", type="bind")],
-    )
+    container = {
+        "Image": image,
+        "Command": ["/bin/sh", "-c", script],
+        "Labels": labels,
+        "Mounts": [_mount(HOST_TMP, "/tmp", "bind")],
+    }
+    limits = {"NanoCPUs": int(0.1e9), "MemoryBytes": 64 * 1024**2}
     return {
         "Name": f"nodus-{run_id}-house-{node.id[:8]}-{os.urandom(2).hex()}",
         "Labels": labels,
-        "TaskTemplate": types.TaskTemplate(
-            container,
-            resources=types.Resources(cpu_limit=int(0.1e9), mem_limit=64 * 1024**2),
-            restart_policy=types.RestartPolicy("none"),
-            placement=types.Placement(constraints=[f"node.id=={node.id}"]),
-        ),
+        "TaskTemplate": _template(container, {"Limits": limits}, [f"node.id=={node.id}"]),
         "Mode": _mode(job),
-        "EndpointSpec": None,
     }
 
 
-def _mode(job: bool) -> types.ServiceMode:
+def _template(
+    container: dict[str, Any], resources: dict[str, Any], constraints: list[str]
+) -> dict[str, Any]:
+    """A task template that runs its container once, where ``constraints`` allow."""
+    return {
+        "ContainerSpec": container,
+        "Resources": resources,
+        "RestartPolicy": {"Condition": "none", "Delay": 0, "MaxAttempts": 0, "Window": 0},
+        "Placement": {"Constraints": constraints},
+    }
+
+
+def _mode(job: bool) -> dict[str, Any]:
     """A service that runs its one task once: a replicated job, or (``job`` false) one
     replica that never restarts."""
-    from docker import types
-
     if job:
-        return types.ServiceMode("replicated-job", replicas=1, concurrency=1)
-    return types.ServiceMode("replicated", replicas=1)
+        return {"ReplicatedJob": {"MaxConcurrent": 1, "TotalCompletions": 1}}
+    return {"Replicated": {"Replicas": 1}}
 
 
 def job_mode(nodes: list[Node]) -> bool:

@@ -985,6 +985,33 @@ def test_exit_code_output_and_logs(
 
 
 @pytest.mark.swarm
+def test_a_swarm_run_does_not_load_the_docker_sdk(nodus_swarm: SwarmNodus, tmp_path: Path) -> None:
+    # Its calls go over the socket as a local run's do: importing the SDK (and requests)
+    # would cost more than the run's own calls.
+    import sys
+
+    file = cpu_workload(tmp_path, "echo lean")
+    code = (
+        "import contextlib, io, sys\n"
+        "from nodus_cli.__main__ import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    code = main(['run', {str(file)!r}, '--target', 'swarm'])\n"
+        "heavy = ('docker', 'requests', 'urllib3', 'httpx')\n"
+        "print(code, 'main | lean' in out.getvalue(), "
+        "sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=nodus_swarm.environ({"HOME": str(tmp_path)}),
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.strip().splitlines()[-1] == "0 True []", done.stdout + done.stderr
+
+
+@pytest.mark.swarm
 def test_a_job_killed_at_its_memory_limit_names_the_likely_cause(
     cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
 ) -> None:
