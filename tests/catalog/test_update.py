@@ -22,6 +22,7 @@ import pytest
 import skypilot_real as real
 import skypilot_samples as samples
 from catalog_server import CatalogServer, Route, serving
+from interpreter import python
 
 from nodus_cli import catalog, config
 from nodus_cli.catalog import sources as catalog_sources
@@ -618,9 +619,7 @@ for args in (["--help"], ["validate", {str(wf)!r}], ["plan", {str(wf)!r}],
     assert "httpx" not in sys.modules, args
 print("ok")
 """
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env(tmp_path), check=False
-    )
+    done = python(code, env(tmp_path))
     assert done.stdout.strip() == "ok", done.stderr
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import typer
 from catalog_support import HEADER
+from interpreter import python
 from paths import FAKES, REPO
 from process_target import registered  # noqa: F401 - the documented "process" target
 
@@ -512,14 +513,7 @@ def test_plan_gpus_and_runs_start_without_rich_docker_or_httpx(tmp_path: Path) -
             "print(sorted(m for m in ('rich', 'docker', 'httpx') if m in sys.modules), "
             "file=sys.stderr)\n"
         )
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "NODUS_HOME": str(tmp_path / "state"), "COLUMNS": "80"},
-            timeout=60,
-            check=False,
-        )
+        done = python(code, {**os.environ, "NODUS_HOME": str(tmp_path / "state"), "COLUMNS": "80"})
         assert done.stderr.strip().splitlines()[-1] == "[]", (args, done.stderr)
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from interpreter import python
 
 GOOD = 'image = "img:1"\ncommand = "true"\noptimization = "balanced"\n'
 BAD = 'image = "img:1"\ngpu_count = 3\n'
@@ -88,7 +89,7 @@ def test_validate_loads_no_heavy_module(files: tuple[str, str]) -> None:
         "heavy = ('typer', 'click', 'rich', 'pydantic', 'docker', 'httpx', 'sqlite3')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    done = python(code)
     assert done.stderr.strip().splitlines()[-1] == "[]"
 
 
@@ -181,5 +182,5 @@ def test_plan_and_run_dry_run_never_import_typer(tmp_path: Path) -> None:
         f"    b = main(['run', '--dry-run', '--target', 'catalog', {str(path)!r}])\n"
         "print(a, b, sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click')))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    done = python(code)
     assert done.stdout.strip().splitlines()[-1] == "0 0 []", done.stdout + done.stderr

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from interpreter import python
 from paths import FAKES, REPO
 
 from nodus_cli.cli.commands.validate import annotation, human
@@ -369,9 +369,7 @@ def test_validate_imports_neither_docker_httpx_pydantic_nor_the_catalog(
         print(code, heavy)
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
-    )
+    done = python(code)
     assert done.stdout.strip().splitlines()[-1] == "0 []", done.stdout + done.stderr
 
 
@@ -399,9 +397,7 @@ def test_help_validate_and_plan_never_import_the_docker_sdk(
     # them: `nodus run` would wait for them.)
     path_var = f"{FAKE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, "PATH": path_var, "NODUS_FAKE_GPUS": "l4x1"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env
-    )
+    done = python(code, env)
     # (--target local on that machine: no eligible configuration, exit 3.)
     expected = "3 []" if "local" in args else "0 []"
     assert done.stdout.strip().splitlines()[-1] == expected, done.stdout + done.stderr

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from interpreter import python
 from paths import REPO
 
 from process_target import PAGE, registered  # noqa: F401 - the fixture
@@ -71,14 +72,6 @@ def test_the_python_api_takes_the_new_target(registered: dict[str, str], tmp_pat
         "    run = c.run(image='unused', command=['sh', '-c', 'echo via-api'])\n"
         "    print(run.wait(timeout=60).status, run.logs().strip())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=registered,
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
+    done = python(code, registered, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["succeeded", "via-api"]

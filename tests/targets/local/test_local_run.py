@@ -27,6 +27,7 @@ from docker_support import (  # noqa: F401 - fixtures
     read_until,
     uuids_of,
 )
+from interpreter import python
 
 pytestmark = pytest.mark.docker
 
@@ -633,8 +634,6 @@ def test_a_local_run_of_a_command_loads_neither_the_docker_sdk_nor_the_function_
     nodus_env: Nodus,
 ) -> None:
     # start-up is felt in CI: the SDK is for pulls and Swarm, pickle for Python functions
-    import subprocess
-    import sys
 
     path = nodus_env.write(workload("lean", "echo lean"))
     code = (
@@ -647,12 +646,5 @@ def test_a_local_run_of_a_command_loads_neither_the_docker_sdk_nor_the_function_
         "loaded += [m for m in sys.modules if m.startswith('nodus_cli.functions')]\n"
         "print(code, 'main | lean' in out.getvalue(), sorted(loaded))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=nodus_env.environ(),
-        timeout=120,
-        check=False,
-    )
+    done = python(code, nodus_env.environ())
     assert done.stdout.strip().splitlines()[-1] == "0 True []", done.stdout + done.stderr

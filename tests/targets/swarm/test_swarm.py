@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from interpreter import python
 from swarm_support import (  # noqa: F401 - fixtures
     IMAGE,
     Cluster,
@@ -988,7 +989,6 @@ def test_exit_code_output_and_logs(
 def test_a_swarm_run_does_not_load_the_docker_sdk(nodus_swarm: SwarmNodus, tmp_path: Path) -> None:
     # Its calls go over the socket as a local run's do: importing the SDK (and requests)
     # would cost more than the run's own calls.
-    import sys
 
     file = cpu_workload(tmp_path, "echo lean")
     code = (
@@ -1000,14 +1000,7 @@ def test_a_swarm_run_does_not_load_the_docker_sdk(nodus_swarm: SwarmNodus, tmp_p
         "print(code, 'main | lean' in out.getvalue(), "
         "sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=nodus_swarm.environ({"HOME": str(tmp_path)}),
-        timeout=120,
-        check=False,
-    )
+    done = python(code, nodus_swarm.environ({"HOME": str(tmp_path)}))
     assert done.stdout.strip().splitlines()[-1] == "0 True []", done.stdout + done.stderr
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_engine import FakeEngine, Handler, reply
+from interpreter import python
 
 from nodus_cli.targets.swarm import SwarmApi
 
@@ -85,9 +84,7 @@ def test_a_docker_config_without_credentials_does_not_load_the_sdk(docker_config
             f"print(SwarmApi({fake.host!r}).create_service({BODY!r}))\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'docker', 'requests'}))\n"
         )
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-        )
+        done = python(code)
     assert done.stdout.split() == ["svc1", "[]"], done.stdout + done.stderr
 
 
