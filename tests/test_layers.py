@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "nodus_cli.text",
             "nodus_cli.lazy",
             "nodus_cli.collector",
+            "nodus_cli.lanes",
             "nodus_cli.data",
             "nodus_cli.version",
         ),

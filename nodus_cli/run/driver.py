@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, assert_never
 
 from nodus_cli.errors import EXIT_BUDGET, NodusError
+from nodus_cli.lanes import Lanes
 from nodus_cli.records import (
     RunRecord,
     RunStatus,
@@ -151,7 +152,9 @@ class Runner:
         self.copy_to = copy_to
         self.output = Output(store.log_writer(record.id), sink or NullSink(), masks)
         self.records = Recorder(store, record.id)
-        self.events: queue.Queue[Event] = queue.Queue()
+        # (SimpleQueue: in C, without Queue's locks and condition for every hand-off)
+        self.events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._lanes = Lanes("nodus-task")
         self.running: dict[str, _Running] = {}
         # Handed the cost the record holds, so a free run's record is never rewritten.
         self.money = BudgetClock(record.id, workload.budget, allowance, self.running, record.cost)
@@ -328,13 +331,14 @@ class Runner:
         self.running[task.key] = _Running(task)
 
         def work() -> None:
+            threading.current_thread().name = f"nodus-task-{task.key}"
             try:
                 end = self.target.run_task(task, Context(task, self.output, self.events))
                 self.events.put(Ended(task, end))
             except BaseException as exc:  # carried to the main thread, which decides
                 self.events.put(Raised(task, exc))
 
-        threading.Thread(target=work, name=f"nodus-task-{task.key}", daemon=True).start()
+        self._lanes.run(work)  # a fan-out's tasks share a few threads, and their connections
 
     def _wait_event(self, state: StageRun, waiting: deque[Task]) -> None:
         try:
@@ -357,7 +361,9 @@ class Runner:
         match event:
             case Submitted(note=note):
                 run.submitted_at = now_iso()
-                state.submitted(task, run.submitted_at, self._planned(task.stage), note)
+                # (a fan-out item's record takes no configuration: not built per item)
+                planned = self._planned(task.stage) if task.item is None else None
+                state.submitted(task, run.submitted_at, planned, note)
             case Waiting(message=message):
                 run.queued_at = run.queued_at or time.monotonic()
                 run.queued_for = message

@@ -85,7 +85,7 @@ class Reporter(Protocol):
 class Context:
     """What a task is handed (:class:`~nodus_cli.targets.base.TaskContext`)."""
 
-    def __init__(self, task: Task, reporter: Reporter, events: queue.Queue[Event]) -> None:
+    def __init__(self, task: Task, reporter: Reporter, events: queue.SimpleQueue[Event]) -> None:
         self.task = task
         self.reporter = reporter
         self.events = events

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from nodus_cli.lanes import Lanes
 from nodus_cli.targets.base import OutputLines, OutputStream
 
 #: ``open_log(follow, since)``: the task's log as multiplexed ``(1 stdout | 2 stderr,
@@ -29,16 +30,20 @@ from nodus_cli.targets.base import OutputLines, OutputStream
 LogOpener = Callable[[bool, "str | None"], Any]
 
 
+#: The threads that follow live streams (a fan-out's followers share a few).
+_LANES = Lanes("nodus-logs")
+
+
 class LogFollower:
     """A task's output, streamed while it runs and completed from the log once it ends.
 
-    Frames are streamed live in a thread; :meth:`finish` (once the task is terminal, so
-    its log is complete) closes that stream, reads the log again from :attr:`OVERLAP`
-    seconds before the newest frame shown, and shows what the live stream had not
-    delivered: none lost, none shown twice. The two reads need not agree on the order
-    of stdout and stderr lines written within a few milliseconds of each other, so the
-    frames are matched by content (each carries its nanosecond timestamp), not by
-    position; and lines are cut per stream (:class:`OutputLines`).
+    Frames are streamed live on a lane (:mod:`nodus_cli.lanes`); :meth:`finish` (once the
+    task is terminal, so its log is complete) closes that stream, reads the log again
+    from :attr:`OVERLAP` seconds before the newest frame shown, and shows what the live
+    stream had not delivered: none lost, none shown twice. The two reads need not agree
+    on the order of stdout and stderr lines written within a few milliseconds of each
+    other, so the frames are matched by content (each carries its nanosecond timestamp),
+    not by position; and lines are cut per stream (:class:`OutputLines`).
     """
 
     #: Seconds before the newest frame shown live from which the final read starts.
@@ -53,13 +58,18 @@ class LogFollower:
         self.newest: int | None = None  # nanoseconds since the epoch
         self.recent: deque[tuple[int, tuple[int, bytes]]] = deque()
         self.stream: Any = None  # the follow stream, once open
-        self.thread: threading.Thread | None = None
+        self.followed = threading.Event()  # the live stream is over
 
     def start(self) -> None:
-        self.thread = threading.Thread(target=self._follow, daemon=True, name="nodus-logs")
-        self.thread.start()
+        _LANES.run(self._follow)
 
     def _follow(self) -> None:
+        try:
+            self._stream()
+        finally:
+            self.followed.set()
+
+    def _stream(self) -> None:
         try:
             stream = self.open_log(True, None)
             with self.lock:
@@ -100,8 +110,7 @@ class LogFollower:
         if stream is not None:  # open: cut it, and the thread ends at once
             with contextlib.suppress(Exception):
                 stream.close()
-            if self.thread is not None:
-                self.thread.join(timeout=2)
+            self.followed.wait(timeout=2)
         # Else the follow request is still unanswered: its thread closes the stream
         # itself when the answer comes; nothing is left to wait for.
         if complete:

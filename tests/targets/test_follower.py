@@ -58,7 +58,7 @@ def test_the_follow_stream_is_cut_and_the_rest_read_from_the_log() -> None:
         started = time.monotonic()
         follower.finish(complete=True)
         assert time.monotonic() - started < 1.5  # cut at once, not left to time out
-        assert follower.thread is not None and not follower.thread.is_alive()
+        assert follower.followed.is_set()  # the live stream's reading is over
     assert shown == ["line1", "line2", "line3"]
     follows = [path for _, path in fake.requests if "follow=1" in path]
     assert len(follows) == 1 and "timestamps=1" in follows[0]
@@ -128,8 +128,7 @@ def test_a_container_log_stream_that_ends_early_is_completed_from_the_log() -> N
             partial(engine.Engine(fake.host).logs, "c1"), lambda _, ln: shown.append(ln)
         )
         live.start()
-        assert live.thread is not None
-        live.thread.join(5)  # the live stream ended by itself, three lines short
+        assert live.followed.wait(5)  # the live stream ended by itself, three lines short
         assert shown == ["line1", "line2"]
         live.finish(complete=True)
     assert shown == ["line1", "line2", "line3", "line4", "line5"]
@@ -153,8 +152,7 @@ def test_an_incomplete_ending_shows_only_what_arrived() -> None:
             partial(engine.Engine(fake.host).logs, "c1"), lambda _, ln: shown.append(ln)
         )
         live.start()
-        assert live.thread is not None
-        live.thread.join(5)
+        assert live.followed.wait(5)
         live.finish(complete=False)
     assert shown == ["partial"]  # the unterminated last line still shown, once
     assert [path for _, path in fake.requests if "follow=0" in path] == []

@@ -40,7 +40,10 @@ class Owner(NamedTuple):
 
     @property
     def gone(self) -> bool:
-        """Known to be dead: only a process on this host can be known so."""
+        """Known to be dead: only a process on this host can be known so. This process is
+        not (every listing of the engine's containers asks, for each of its own)."""
+        if self == _ME.get(os.getpid()):
+            return False
         return self.host == hostname() and not process_alive(self.pid, self.start)
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli import config
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.lanes import Lanes
 from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
     Cleanup,
@@ -97,7 +98,8 @@ class LocalTarget(Target):
         self._work: dict[str, Path] = {}
         self._containers: dict[str, str] = {}  # task key -> container id
         self._stopping: set[str] = set()
-        self._removals: list[threading.Thread] = []
+        #: Removals under way (a few lanes, each with its connection: not a thread each).
+        self._removals = Lanes("nodus-remove")
         self._lock = threading.Lock()
         #: This machine's GPUs as this target's tasks claim them (the queue, .claims).
         self._claims = Claims(self.docker, partial(self._local_gpus, None), str(store.root))
@@ -323,10 +325,7 @@ class LocalTarget(Target):
             with contextlib.suppress(engine.EngineFailure):
                 self.docker().remove(cid)
 
-        worker = threading.Thread(target=remove, name="nodus-remove", daemon=True)
-        worker.start()
-        with self._lock:
-            self._removals = [t for t in self._removals if t.is_alive()] + [worker]
+        self._removals.run(remove)
 
     def _create(self, task: Task, ctx: TaskContext) -> tuple[ContainerSpec, str]:
         """Create the task's container: with its GPUs, once the queue gives them."""
@@ -612,10 +611,7 @@ class LocalTarget(Target):
             self._pools = {k: p for k, p in self._pools.items() if k[0] != run_id}
         for pool in pools:  # warm workers (.workers)
             pool.close()
-        with self._lock:
-            pending, self._removals = self._removals, []
-        for worker in pending:
-            worker.join(timeout=30)
+        self._removals.wait(timeout=30)
         eng = self.docker()
         removed: list[str] = []
         remaining: list[str] = []
