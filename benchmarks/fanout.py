@@ -32,10 +32,12 @@ after the changes of issue 17; ~8.5 ms of Python a task, ~10 ms of CPU with the 
 Removed on the way (first measured at 48 ms a task, the stand-in's calls through a pyenv
 shim included): the Docker SDK and requests per call (~11 ms;
 now our own HTTP/1.1 over one kept-alive connection per thread), an nvidia-smi per task
-(now one per interval for the whole process), removal in the critical path. Left: a
-thread per lane instead of per task, one listing instead of two when nobody else uses the
-engine. The stand-in nvidia-smi's own CPU (a Python script, ~25 ms a call) is measured
-and left out of nodus's figure, and printed.
+(now one per interval for the whole process), removal in the critical path, three new
+threads and two new connections a task (now lanes, nodus_cli/lanes.py: threads that serve
+task after task, each keeping its connection). Left: one listing instead of two when
+nobody else uses the engine; the log's two streams (live, then the final read), each on a
+connection of its own. The stand-in nvidia-smi's own CPU (a Python script, ~25 ms a
+call) is measured and left out of nodus's figure, and printed.
 
 Needs the local engine with the stand-in NVIDIA hook and the test image (``bash
 tests/harness/engine.sh up``) and the stand-in nvidia-smi (tests/fakes/bin). Not

@@ -21,7 +21,10 @@ from collections.abc import Callable
 
 __all__ = ["IDLE_SECONDS", "Lanes"]
 
-Job = Callable[[], None]
+#: A job; what it returns, when callable, runs once the lane counts itself idle: a job's
+#: last word (the event that makes its caller give the next job) goes there, so that the
+#: next job finds this lane idle instead of starting another. It must not raise.
+Job = Callable[[], object]
 #: How long a lane waits for its next job before it ends.
 IDLE_SECONDS = 5.0
 
@@ -72,7 +75,7 @@ class Lanes:
                         return
                 continue
             try:
-                job()
+                then = job()
             except BaseException:
                 with self._lock:
                     self._lanes -= 1
@@ -83,6 +86,8 @@ class Lanes:
                 self._busy -= 1
                 self._idle += 1
                 self._changed.notify_all()
+            if callable(then):
+                then()
 
     def wait(self, timeout: float) -> bool:
         """Wait until every job given so far is done (False: some still runs after

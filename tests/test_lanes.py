@@ -33,8 +33,13 @@ def test_a_job_never_waits_for_a_lane_when_every_lane_is_busy() -> None:
     lanes = Lanes("t")
     release = threading.Event()
     started: list[int] = []
+
+    def job(n: int) -> None:
+        started.append(n)
+        release.wait(5)
+
     for n in range(6):
-        lanes.run(lambda n=n: (started.append(n), release.wait(5)))  # type: ignore[misc]
+        lanes.run(lambda n=n: job(n))
     assert _until(lambda: len(started) == 6), started  # all six at once
     assert lanes.threads == 6
     assert not lanes.wait(0.05)  # they still run
@@ -69,3 +74,19 @@ def test_a_job_that_raises_ends_its_lane_not_the_others(monkeypatch: pytest.Monk
     ran = threading.Event()
     lanes.run(ran.set)
     assert ran.wait(5)
+
+
+def test_a_job_s_last_word_comes_once_its_lane_is_idle() -> None:
+    # The driver gives the next task when it hears a task ended: heard from the job's
+    # last word, the next task finds the lane idle and takes it (no new thread).
+    lanes = Lanes("t")
+    names: list[str] = []
+    chain = iter(range(10))
+
+    def job() -> object:
+        names.append(threading.current_thread().name)
+        return lambda: lanes.run(job) if next(chain, None) is not None else None
+
+    lanes.run(job)
+    assert _until(lambda: len(names) == 11)
+    assert set(names) == {"t-1"} and lanes.threads == 1

@@ -43,7 +43,8 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, assert_never
 
@@ -330,13 +331,15 @@ class Runner:
     def _launch(self, task: Task, state: StageRun) -> None:
         self.running[task.key] = _Running(task)
 
-        def work() -> None:
+        def work() -> Callable[[], None]:
             threading.current_thread().name = f"nodus-task-{task.key}"
             try:
                 end = self.target.run_task(task, Context(task, self.output, self.events))
-                self.events.put(Ended(task, end))
+                event: Event = Ended(task, end)
             except BaseException as exc:  # carried to the main thread, which decides
-                self.events.put(Raised(task, exc))
+                event = Raised(task, exc)
+            # Put once the lane is idle: the next task the driver gives then takes it.
+            return partial(self.events.put, event)
 
         self._lanes.run(work)  # a fan-out's tasks share a few threads, and their connections
 
