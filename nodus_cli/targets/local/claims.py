@@ -5,7 +5,8 @@ Contract: a task asks for a :class:`~.queue.Request` (``count`` whole GPUs, or a
 one, among the GPUs of its planned model); :meth:`Claims.claim` returns the GPUs and the
 container that holds them, made by the caller's ``create(gpus)``: the container is the
 reservation, checked against the engine right after it is made (a raced creation is
-withdrawn and the choice made again after a random pause). While the task waits it has a
+withdrawn and the choice made again after a random pause; the claims of one process take
+turns, so only another process's can race one). While the task waits it has a
 queue entry (a container created, never started, that says where it stands to every user
 of the engine) and says so through its context: its place in line, who holds what. The
 rules of the line are :mod:`.queue`'s; this module is the waiting, the entries and the
@@ -61,6 +62,10 @@ class Ended(Exception):
     def __init__(self, state: TaskState, code: int, message: str) -> None:
         super().__init__(message)
         self.end = TaskEnd(state, code, message)
+
+
+#: Held while a task of this process looks, chooses, creates its container and looks again.
+_CLAIMING = threading.Lock()
 
 
 class Claims:
@@ -193,19 +198,24 @@ class Claims:
             while True:
                 if stopped():
                     raise Ended(TaskState.STOPPED, 143, "stopped by nodus while queued")
-                picture = self._read(ledger)
-                if entry is not None:
-                    entry = next((w for w in picture.waiters if w.id == entry.id), entry)
-                key = entry.key if entry is not None else None
-                chosen = picture.choose(request, ledger.memory_gb, key, self.priority)
+                # This process's claims one at a time: its own tasks never clash with each
+                # other (a clash costs a withdrawn container and a pause); those of other
+                # processes are what the second look is for.
+                with _CLAIMING:
+                    picture = self._read(ledger)
+                    if entry is not None:
+                        entry = next((w for w in picture.waiters if w.id == entry.id), entry)
+                    key = entry.key if entry is not None else None
+                    chosen = picture.choose(request, ledger.memory_gb, key, self.priority)
+                    if chosen is not None:
+                        cid = create(chosen)
+                        clash = self._read(ledger).conflicts(
+                            cid, chosen, request.share_gb, ledger.memory_gb
+                        )
+                        if not clash:
+                            return chosen, cid
+                        self.withdraw(cid)
                 if chosen is not None:
-                    cid = create(chosen)
-                    clash = self._read(ledger).conflicts(
-                        cid, chosen, request.share_gb, ledger.memory_gb
-                    )
-                    if not clash:
-                        return chosen, cid
-                    self.withdraw(cid)
                     clashes += 1
                     time.sleep(random.uniform(0.01, 0.05) * min(clashes, 20))
                     continue
