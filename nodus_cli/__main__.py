@@ -38,12 +38,18 @@ def entry() -> None:
 
 
 def _leave(code: int) -> None:
-    """Exit now, skipping the interpreter's teardown; return instead when a thread is
-    still alive (the normal exit waits for it) or the output cannot be flushed."""
+    """Exit now, skipping the interpreter's teardown; return instead when a thread the
+    normal exit waits for is still alive (not a daemon), a job of a lane
+    (:mod:`nodus_cli.lanes`, whose idle threads are daemons) still runs, or the output
+    cannot be flushed."""
     import atexit
     import threading
 
-    if threading.active_count() != 1:
+    main = threading.main_thread()
+    if any(t is not main and not t.daemon for t in threading.enumerate()):
+        return
+    lanes = sys.modules.get("nodus_cli.lanes")
+    if lanes is not None and lanes.busy():
         return
     atexit._run_exitfuncs()  # what the normal exit runs first (the store's close, ...)
     try:
