@@ -14,20 +14,24 @@
 2. No GPU: M items (default 0: skipped; e.g. 2,000): the most memory the nodus process held
    (goal: under 200 MB) and its CPU per task.
 
-Where a task's time goes (py-spy, 250 samples/s of the thread holding the GIL, 100 items,
-after the changes of issue 17; ~8.5 ms of Python a task, ~10 ms of CPU with the kernel's):
+Where a task's time goes (each thread's own CPU, kernel included, measured around the
+parts of one in-process run of 40 items: ~5.5 ms a task, start-up aside):
 
-  2.3 ms  the driver's loop: the event queue's hand-offs between task threads and the
-          driver (~1.3), each event's bookkeeping, the progress line (~1)
-  1.2 ms  start-up and imports, ~120 ms once, spread over the items
-  1.0 ms  the GPU claim: two listings of the engine's containers a task (choose, then
-          verify the reservation: the no-double-booking guarantee across processes)
-  0.9 ms  the log follower: the live stream, and one read of the complete log when the
-          stream ended early
-  0.7 ms  the records: task rows in batches (one transaction every 0.5 s), stage, cost
-  0.8 ms  the engine calls themselves (create, start, wait, remove in the background)
-  0.2 ms  thread starts (the task's, its log follower's, its removal's)
-  1.1 ms  the rest (JSON, labels, the container's spec)
+  1.8 ms  the GPU claim: two listings of the engine's containers (choose, then verify the
+          reservation: the no-double-booking guarantee across processes; ~0.4 ms each,
+          their JSON and the ledger ~0.1 ms) and the create
+  1.2 ms  running the container: start, wait, the exit's classification
+  0.9 ms  the log follower: the live stream, then the read of the complete log once the
+          container exited (Docker 20.10 can end the live stream early), a connection
+          each
+  0.9 ms  the driver: three events a task (~0.4), the records in batches (one SQLite
+          transaction every 0.5 s, ~0.2), the budget and stop checks, the progress line
+  0.3 ms  removing the container, off the critical path
+  0.4 ms  the rest (the task's spec, labels, GPU sampling's share)
+
+Every Engine API call costs ~0.3 ms of CPU here whatever it carries (a system call and a
+wake-up on this VM, our HTTP parsing): a task makes nine (two listings, create, start,
+wait, remove, two log streams) where the raw driver makes five.
 
 Removed on the way (first measured at 48 ms a task, the stand-in's calls through a pyenv
 shim included): the Docker SDK and requests per call (~11 ms;
