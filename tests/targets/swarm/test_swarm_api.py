@@ -43,18 +43,24 @@ def docker_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-def test_a_new_service_carries_the_registry_credentials_of_the_docker_config(
-    docker_config: Path,
-) -> None:
-    # As `docker service create` does: the nodes pull a private image with them.
-    secret = base64.b64encode(b"ci-bot:s3cret").decode()
-    config = {"auths": {"registry.example:5000": {"auth": secret}}}
+def _create_with_login(docker_config: Path, registry: str, login: bytes) -> dict[str, Any]:
+    """Create BODY's service with ``login`` (user:password) for ``registry`` in the Docker
+    config: what the engine was sent (the body, the X-Registry-Auth header)."""
+    config = {"auths": {registry: {"auth": base64.b64encode(login).decode()}}}
     (docker_config / "config.json").write_text(json.dumps(config), encoding="utf-8")
     seen: list[dict[str, Any]] = []
     with FakeEngine() as fake:
         fake.route("POST", r"/v1\.4\d/services/create", _created(seen))
         assert SwarmApi(fake.host).create_service(BODY) == "svc1"
     (sent,) = seen
+    return sent
+
+
+def test_a_new_service_carries_the_registry_credentials_of_the_docker_config(
+    docker_config: Path,
+) -> None:
+    # As `docker service create` does: the nodes pull a private image with them.
+    sent = _create_with_login(docker_config, "registry.example:5000", b"ci-bot:s3cret")
     assert sent["body"] == BODY
     decoded = json.loads(base64.urlsafe_b64decode(sent["auth"]))
     assert (decoded["username"], decoded["password"]) == ("ci-bot", "s3cret")
@@ -62,14 +68,7 @@ def test_a_new_service_carries_the_registry_credentials_of_the_docker_config(
 
 
 def test_no_credentials_for_the_image_s_registry_sends_none(docker_config: Path) -> None:
-    secret = base64.b64encode(b"u:p").decode()
-    config = {"auths": {"other.example": {"auth": secret}}}
-    (docker_config / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    seen: list[dict[str, Any]] = []
-    with FakeEngine() as fake:
-        fake.route("POST", r"/v1\.4\d/services/create", _created(seen))
-        SwarmApi(fake.host).create_service(BODY)
-    assert seen[0]["auth"] is None
+    assert _create_with_login(docker_config, "other.example", b"u:p")["auth"] is None
 
 
 def test_a_docker_config_without_credentials_does_not_load_the_sdk(docker_config: Path) -> None:
