@@ -65,12 +65,6 @@ class LogFollower:
 
     def _follow(self) -> None:
         try:
-            self._stream()
-        finally:
-            self.followed.set()
-
-    def _stream(self) -> None:
-        try:
             stream = self.open_log(True, None)
             with self.lock:
                 if self.closed:  # finished while the request was under way
@@ -85,6 +79,8 @@ class LogFollower:
                     self._take(kind, frame)
         except Exception:  # closed under it, or refused: finish() completes the output
             return
+        finally:
+            self.followed.set()
 
     def _remember(self, kind: int, frame: bytes) -> None:
         stamp = _nanoseconds(frame.partition(b" ")[0])

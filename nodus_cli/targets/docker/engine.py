@@ -91,6 +91,8 @@ class Engine:
             self.tls = http.Tls()
         self.http = http.Http(self.where, connect_timeout, self.tls)
         self._client: Any = None
+        #: Whether the Docker configuration holds credentials (read once, as the SDK does).
+        self._credentials: bool | None = None
         #: Images found, by name: prepare and begin both ask, one inspect serves a run.
         self._images: dict[str, dict[str, Any]] = {}
 
@@ -176,7 +178,9 @@ class Engine:
         registry, as the ``docker`` CLI sends it with a pull or a new service (empty: no
         credentials for it). The SDK's ``auth`` module reads them (credential stores and
         helpers included), and is loaded only when a configuration holds credentials."""
-        if not _has_credentials():
+        if self._credentials is None:
+            self._credentials = _has_credentials()
+        if not self._credentials:
             return {}
         from docker import auth
 
@@ -271,19 +275,24 @@ class Engine:
             finally:
                 stream.close()
 
-    def logs(self, cid: str, follow: bool = True, since: str | None = None) -> Frames:
+    def logs(self, cid: str, follow: bool = True, since: str | None = None) -> _Frames:
         """A (non-TTY) container's output, ``(1 stdout | 2 stderr, b"TIMESTAMP text")``
         frames, followed or as logged so far, from ``since`` (UNIX seconds) on;
-        ``close()`` cuts it.
+        ``close()`` cuts it."""
+        return self.log_frames(f"/containers/{cid}/logs", follow, since)
+
+    def log_frames(self, path: str, follow: bool, since: str | None, **params: Any) -> _Frames:
+        """The multiplexed log at ``path`` (a container's, a Swarm service's, with
+        ``params`` of its own) as timestamped frames, on a connection of its own.
 
         Read whole, the log comes at once: an engine that stops answering must not keep
         nodus waiting long for the rest of it."""
-        params: dict[str, Any] = {"follow": follow, "stdout": 1, "stderr": 1, "timestamps": 1}
+        params.update(follow=follow, stdout=1, stderr=1, timestamps=1)
         if since is not None:
             params["since"] = since
         with self.answer():
-            stream = self.http.stream(f"/containers/{cid}/logs", params, None if follow else 15.0)
-        return Frames(self, stream)
+            stream = self.http.stream(path, params, None if follow else 15.0)
+        return _Frames(self, stream)
 
     def pull(
         self,
@@ -334,7 +343,7 @@ class Engine:
             time.sleep(0.5)
 
 
-class Frames:
+class _Frames:
     """A container's log as (stream, bytes) frames; ``close()`` cuts it from any thread."""
 
     def __init__(self, engine: Engine, stream: http.Stream) -> None:
@@ -350,15 +359,16 @@ class Frames:
 
 
 def _has_credentials() -> bool:
-    """Whether a Docker CLI configuration (where the SDK looks for one) holds registry
-    credentials, or names a store or helper for them."""
+    """Whether the Docker CLI configuration the SDK reads (the first of
+    ``$DOCKER_CONFIG/config.json``, ``~/.docker/config.json``, ``~/.dockercfg`` that
+    exists) holds registry credentials, or names a store or helper for them."""
     home = os.path.expanduser("~")
     folder = os.environ.get("DOCKER_CONFIG")
-    if os.path.exists(os.path.join(home, ".dockercfg")):  # the legacy file: all credentials
-        return True
-    for path in ([os.path.join(folder, "config.json")] if folder else []) + [
-        os.path.join(home, ".docker", "config.json")
-    ]:
+    paths = [os.path.join(folder, "config.json")] if folder else []
+    paths += [os.path.join(home, ".docker", "config.json"), os.path.join(home, ".dockercfg")]
+    for path in paths:
+        if path.endswith(".dockercfg") and os.path.exists(path):
+            return True  # the legacy file holds nothing but credentials
         try:
             with open(path, encoding="utf-8") as handle:
                 doc = json.load(handle)
@@ -366,10 +376,9 @@ def _has_credentials() -> bool:
             continue
         except (OSError, ValueError):
             return True  # the SDK's reading of it decides
-        if not isinstance(doc, dict) or any(
+        return not isinstance(doc, dict) or any(
             doc.get(key) for key in ("auths", "credsStore", "credHelpers")
-        ):
-            return True
+        )
     return False
 
 

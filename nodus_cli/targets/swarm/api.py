@@ -150,19 +150,7 @@ class SwarmApi(engine.Engine):
         A finished job's log comes at once: a node that stops answering must not keep
         nodus waiting long for the rest of it.
         """
-        params: dict[str, Any] = {
-            "follow": follow,
-            "stdout": 1,
-            "stderr": 1,
-            "timestamps": 1,
-            "tail": "all",
-        }
-        if since is not None:
-            params["since"] = since
-        path = f"/services/{service_id}/logs"
-        with self.answer():
-            stream = self.http.stream(path, params, None if follow else 15.0)
-        return engine.Frames(self, stream)
+        return self.log_frames(f"/services/{service_id}/logs", follow, since, tail="all")
 
 
 def connect() -> SwarmApi:
