@@ -10,7 +10,9 @@
      GPU with the same device request nodus makes;
    - the shell: ``xargs`` over ``docker run --rm --gpus device=GPU``, four lanes.
 
-   Goal: nodus at least 0.95x the raw driver's throughput; its own CPU under 5 ms a task.
+   Goal: nodus at least 0.95x the raw driver's throughput; its own CPU under 5 ms a task
+   (printed with the raw driver's and the shell's CPU a task in the same run: the CPU an
+   Engine API call costs varies with the machine, ~0.6 ms a call for the raw driver here).
 2. No GPU: M items (default 0: skipped; e.g. 2,000): the most memory the nodus process held
    (goal: under 200 MB) and its CPU per task.
 
@@ -149,6 +151,12 @@ def run_nodus(file: Path, env: dict[str, str]) -> tuple[float, float, float]:
     return wall, max(usage.ru_maxrss, before) / 1024, cpu
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children, so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_shell(items: int, gpus: list[str]) -> float:
     """Four lanes of `xargs docker run --rm --gpus device=G`, one GPU each, at once."""
     per_lane = [items // len(gpus) + (1 if i < items % len(gpus) else 0) for i in range(len(gpus))]
@@ -250,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         walls: dict[str, list[float]] = {"nodus": [], "raw": [], "shell": []}
         cpus: list[float] = []
+        raw_cpus: list[float] = []  # the raw driver's CPU (this process's threads)
+        shell_cpus: list[float] = []  # the shell's: xargs and every docker CLI it ran
         smi: list[int] = []  # stand-in nvidia-smi calls per nodus run
         for i in range(opts.rounds):
             order = ["nodus", "raw", "shell"]
@@ -261,9 +271,13 @@ def main(argv: list[str] | None = None) -> int:
                     cpus.append(cpu)
                     smi.append(len(smi_calls.read_text().splitlines()) - called)
                 elif name == "raw":
+                    before = time.process_time()
                     walls[name].append(run_raw(n, gpus))
+                    raw_cpus.append(time.process_time() - before)
                 else:
+                    before = _children_cpu()
                     walls[name].append(run_shell(n, gpus))
+                    shell_cpus.append(_children_cpu() - before)
         med = {k: statistics.median(v) for k, v in walls.items()}
         for name, label in (
             ("nodus", "nodus run"),
@@ -289,6 +303,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{CPU_GOAL_MS:g} ms; start-up included; the stand-in nvidia-smi's {calls:g} "
             f"calls, {per_call * 1000:.0f} ms each, left out: "
             f"{statistics.median(cpus) / n * 1000:.1f} ms with them)"
+        )
+        raw_ms = statistics.median(raw_cpus) / n * 1000
+        shell_ms = statistics.median(shell_cpus) / n * 1000
+        print(
+            f"  the same run's CPU per task: the raw driver {raw_ms:.1f} ms (nodus "
+            f"{cpu_ms / raw_ms:.2f}x), the shell {shell_ms:.1f} ms (xargs and the docker CLI; "
+            f"nodus {cpu_ms / shell_ms:.2f}x)"
         )
 
         if opts.cpu_items:

@@ -23,6 +23,7 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -295,7 +296,9 @@ class Http:
         self, path: str, params: Mapping[str, Any] | None = None, versioned: bool = True
     ) -> str:
         prefix = f"/v{self.version}" if versioned else ""
-        query = urlencode({k: _param(v) for k, v in (params or {}).items() if v is not None})
+        if not params:
+            return f"{prefix}{path}"
+        query = _query(tuple((k, _param(v)) for k, v in params.items() if v is not None))
         return f"{prefix}{path}" + (f"?{query}" if query else "")
 
     def _head(
@@ -402,6 +405,14 @@ class Http:
 def path_of(name: str) -> str:
     """A name or reference as a path segment (``registry:5000/team/img:2`` stays readable)."""
     return quote(name, safe="/:@")
+
+
+@lru_cache(maxsize=256)
+def _query(pairs: tuple[tuple[str, str], ...]) -> str:
+    """A query string, remembered: a task's calls repeat a few (its listings' filters,
+    ``stdout=1&stderr=1``...), and ``urlencode`` quotes a JSON filter a character at a
+    time in Python, ~0.1 ms of each listing."""
+    return urlencode(pairs)
 
 
 def _param(value: Any) -> str:
