@@ -31,9 +31,12 @@ parts of one in-process run of 40 items: ~5.5 ms a task, start-up aside):
   0.3 ms  removing the container, off the critical path
   0.4 ms  the rest (the task's spec, labels, GPU sampling's share)
 
-Every Engine API call costs ~0.3 ms of CPU here whatever it carries (a system call and a
-wake-up on this VM, our HTTP parsing): a task makes nine (two listings, create, start,
-wait, remove, two log streams) where the raw driver makes five.
+Every Engine API call costs ~0.26 ms of its thread's CPU inside a fan-out whatever it
+carries, against 0.05-0.07 ms for the same call made alone in a loop: the rest is the
+wake-up when the answer comes and the GIL hand-off among the run's threads, on this VM (a
+listing adds ~0.2 ms of JSON and ledger work). A task makes nine (two listings, create,
+start, wait, remove, two log streams) where the raw driver makes five; the raw driver's
+own calls (``http.client``) cost it ~0.6 ms each, its CPU a task printed beside nodus's.
 
 Removed on the way (first measured at 48 ms a task, the stand-in's calls through a pyenv
 shim included): the Docker SDK and requests per call (~11 ms;
