@@ -12,7 +12,8 @@
 
    Goal: nodus at least 0.95x the raw driver's throughput; its own CPU under 5 ms a task
    (printed with the raw driver's and the shell's CPU a task in the same run: the CPU an
-   Engine API call costs varies with the machine, ~0.6 ms a call for the raw driver here).
+   Engine API call costs varies with the machine and the hour, 0.3-0.6 ms a call for the
+   raw driver here).
 2. No GPU: M items (default 0: skipped; e.g. 2,000): the most memory the nodus process held
    (goal: under 200 MB) and its CPU per task.
 
@@ -36,7 +37,7 @@ carries, against 0.05-0.07 ms for the same call made alone in a loop: the rest i
 wake-up when the answer comes and the GIL hand-off among the run's threads, on this VM (a
 listing adds ~0.2 ms of JSON and ledger work). A task makes nine (two listings, create,
 start, wait, remove, two log streams) where the raw driver makes five; the raw driver's
-own calls (``http.client``) cost it ~0.6 ms each, its CPU a task printed beside nodus's.
+own calls (``http.client``) cost it 0.3-0.6 ms each, its CPU a task printed beside nodus's.
 
 Removed on the way (first measured at 48 ms a task, the stand-in's calls through a pyenv
 shim included): the Docker SDK and requests per call (~11 ms;
@@ -125,23 +126,27 @@ def counted_smi(folder: Path) -> tuple[Path, Path]:
     return bin_dir, calls
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children, so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def smi_cost(bin_dir: Path, env: dict[str, str], rounds: int = 7) -> float:
     """CPU seconds (user + system) one stand-in nvidia-smi call costs, median."""
     costs = []
     for _ in range(rounds):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = _children_cpu()
         query = ["--query-gpu=uuid,utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
         subprocess.run([str(bin_dir / "nvidia-smi"), *query], env=env, capture_output=True)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        costs.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        costs.append(_children_cpu() - before)
     return statistics.median(costs)
 
 
 def run_nodus(file: Path, env: dict[str, str]) -> tuple[float, float, float]:
     """Wall seconds of `nodus run FILE`, the most memory it held (MB), and the CPU seconds
     nodus itself used (user + system): its own overhead, whatever the engine does."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    before, cpu_before = usage.ru_maxrss, usage.ru_utime + usage.ru_stime
+    before, cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, _children_cpu()
     start = time.perf_counter()
     done = subprocess.run(
         [*nodus_command(), "run", str(file)], capture_output=True, text=True, env=env, check=False
@@ -149,15 +154,8 @@ def run_nodus(file: Path, env: dict[str, str]) -> tuple[float, float, float]:
     wall = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"nodus run failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = usage.ru_utime + usage.ru_stime - cpu_before
-    return wall, max(usage.ru_maxrss, before) / 1024, cpu
-
-
-def _children_cpu() -> float:
-    """CPU seconds (user + system) of this process's finished children, so far."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, max(peak, before) / 1024, _children_cpu() - cpu_before
 
 
 def run_shell(items: int, gpus: list[str]) -> float:

@@ -411,7 +411,7 @@ def path_of(name: str) -> str:
 def _query(pairs: tuple[tuple[str, str], ...]) -> str:
     """A query string, remembered: a task's calls repeat a few (its listings' filters,
     ``stdout=1&stderr=1``...), and ``urlencode`` quotes a JSON filter a character at a
-    time in Python, ~0.1 ms of each listing."""
+    time in Python (a listing's URL: 13.6 us, 5.0 remembered)."""
     return urlencode(pairs)
 
 
