@@ -26,6 +26,7 @@ import csv
 import json
 import os
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -302,7 +303,7 @@ def replace_catalog(
     _private_dir(base)
     import hashlib
 
-    data = write_rows(v for _, rows in sources for v in rows)
+    data = write_rows(chain.from_iterable(rows for _, rows in sources))
     name = f"offers-{hashlib.sha256(data).hexdigest()[:16]}.csv"
     records = []
     total = 0

@@ -374,6 +374,41 @@ def test_a_zone_with_spot_0_does_not_hide_the_other_zones_spot_prices() -> None:
     assert checked.rows_used == 3
 
 
+@pytest.mark.parametrize("cell", ["-0.5", "nan", " ", "0.0"])
+def test_a_zone_whose_spot_price_is_not_above_0_is_a_zone_without_one(cell: str) -> None:
+    """Between two zones with a spot price, one with a negative, NaN, blank or 0 cell: the
+    region's spot price is the lowest of the others."""
+    header = samples.AWS_V7.splitlines()[0]
+    text = (
+        f"{header}\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0312,us-east-1,use1-az1\n"
+        f"c7g.large,,,2.0,4.0,,0.0725,{cell},us-east-1,use1-az2\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0298,us-east-1,use1-az3\n"
+    )
+    found, checked = offers(text, "aws")
+    assert [(o.region, o.spot_price_per_hour) for o in found] == [("us-east-1", 0.0298)]
+    assert checked.rows_used == 3
+
+
+def test_a_zone_whose_spot_price_is_not_a_number_refuses_its_region() -> None:
+    """A spot cell that is no number, in the middle zone (not the lowest, not the first):
+    the region's configuration is refused, with its lines and the cell; the other region
+    stays."""
+    header = samples.AWS_V7.splitlines()[0]
+    text = (
+        f"{header}\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0312,us-east-1,use1-az1\n"
+        "c7g.large,,,2.0,4.0,,0.0725,abc,us-east-1,use1-az2\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0298,us-east-1,use1-az3\n"
+        "c7g.large,,,2.0,4.0,,0.0725,0.0301,us-west-2,usw2-az1\n"
+    )
+    found, checked = offers(text, "aws")
+    assert [(o.region, o.spot_price_per_hour) for o in found] == [("us-west-2", 0.0301)]
+    assert [(r.line, r.reason, r.lines) for r in checked.refused] == [
+        (2, "spot_price_per_hour is not a number: 'abc'", (2, 3, 4))
+    ]
+
+
 def test_zones_whose_prices_differ_make_one_row_at_the_regions_price() -> None:
     """A zone without a price between two with one, and a zone priced higher: one
     configuration, the highest price, every row used once."""

@@ -220,10 +220,17 @@ def _gather(
         number += n
         if not has_spot:
             spot = ""
-        elif n == 1:
-            spot = found[0][sp]  # _checked checks it
         else:
-            spot = _lowest_spot(list(map(spot_of, found)), zero_is_none)
+            try:  # the usual group: its spot prices all numbers, the lowest above 0
+                spot = min(filter(None, map(spot_of, found)), key=float, default="")
+                if zero_is_none and spot and not float(spot) > 0:
+                    raise ValueError(spot)
+            except ValueError:  # (a NaN is not above 0)
+                spot = (
+                    found[0][sp]
+                    if n == 1
+                    else _lowest_spot(list(map(spot_of, found)), zero_is_none)
+                )
         offers.groups.append((first, n, key[1:], spot))
     repeated = set()
     for head, offers in by_head.items():
