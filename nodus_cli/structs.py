@@ -1,4 +1,5 @@
-"""Plain data classes, at a fiftieth of what :mod:`dataclasses` costs to define.
+"""Plain data classes, the one way nodus writes a record, at a fraction of what
+:mod:`dataclasses` costs to define.
 
 ``@struct`` turns a class whose body annotates its fields into a slotted class with what
 ``@dataclass(slots=True)`` would give it, for the part of dataclasses nodus uses:
@@ -6,33 +7,42 @@
 - ``__init__`` taking the fields in order, or by name; defaults and
   ``field(default_factory=...)`` fill the ones left out; ``kw_only`` (on the decorator or
   a field) makes fields keyword-only, after the positional ones;
+- ``__match_args__``: the positional fields in order, so ``case Point(1, y)`` matches;
 - ``__repr__`` of the fields not marked ``field(repr=False)``;
-- ``__eq__``: the same class and equal fields, leaving out ``field(compare=False)``;
+- ``__eq__``: the same class and equal fields, leaving out ``field(compare=False)``; two
+  struct types with the same fields never compare equal, and a struct is not a tuple;
 - with ``frozen=True``, ``__hash__`` of those fields, and an assignment or ``del`` of a
   field raises :class:`FrozenError` (an ``AttributeError``, as dataclasses' own); without
   it, instances are mutable and unhashable;
-- copy and pickle (``__getstate__``/``__setstate__``), frozen or not.
+- copy and pickle (``__getstate__``/``__setstate__``), frozen or not;
+- a struct deriving from a struct has the base's fields first, then its own (a field
+  declared again keeps its place), as a dataclass does; frozen and mutable do not mix.
 
-A method the class defines itself (``__repr__``, ``__eq__``, ``__hash__``) is kept.
-:func:`replace` and :func:`fields` stand for their ``dataclasses`` namesakes. mypy checks
-a struct as it checks a dataclass (``dataclass_transform``): constructor signatures,
-frozen assignment, field specifiers.
+A method the class defines itself (``__repr__``, ``__eq__``, ``__hash__``,
+``__match_args__``) is kept. :func:`replace` and :func:`fields` stand for their
+``dataclasses`` namesakes. mypy checks a struct as it checks a dataclass
+(``dataclass_transform``): constructor signatures, frozen assignment, field specifiers,
+``match`` patterns. So that what mypy believes is true at run time, whatever a dataclass
+would honour and a struct does not is refused when the class is defined, with a
+``TypeError``: ``__post_init__`` (build the instance in a classmethod or a function
+instead), ``InitVar`` and ``KW_ONLY`` annotations, a ``__slots__`` of the class's own; the
+decorator and :func:`field` take only the keywords they implement.
 
-Why not dataclasses: ``@dataclass`` writes each method's source and ``exec``s it, about
-1 ms a frozen slotted class on the machines nodus starts on in CI, and importing it loads
-``inspect`` (~15 ms). ``nodus run`` defined 41 of them: about 60 ms of its start, where
-the whole of nodus's own work is about 200 ms. Here ``repr``, equality, hashing and
-pickling are shared functions that read the class's field table, and ``__init__`` is
-written out (one ``exec``, as fast per instance as a dataclass's) the first time an
-instance of the class is built: a class costs about 20 µs to define, and most classes a
-command loads are never built by it.
+Why not dataclasses: ``@dataclass`` writes each method's source and ``exec``s it when the
+class is defined, and importing it loads ``inspect``; a short command defines dozens of
+record types and builds few of them. Here ``repr``, equality, hashing and pickling are
+shared functions that read the class's field table, and ``__init__`` is written out (one
+``exec``, as fast per instance as a dataclass's) the first time an instance of the class
+is built, so most classes a command loads cost next to nothing. Why not ``NamedTuple``: a
+record is not a tuple (it unpacks, indexes, and equals any tuple with the same values).
+The figures, measured side by side, are in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
-from typing import Any, TypeVar, dataclass_transform, overload
+from typing import Any, ClassVar, TypeVar, dataclass_transform, get_origin, overload
 
 __all__ = ["Field", "FrozenError", "field", "fields", "replace", "struct"]
 
@@ -133,45 +143,73 @@ def struct(
 
 
 def _build(cls: type[T], frozen: bool, kw_only: bool) -> type[T]:
+    where = cls.__qualname__
+    # What a dataclass would honour and a struct cannot is refused here, never ignored:
+    # mypy reads a struct as a dataclass, so anything left out would type-check and then
+    # behave otherwise at run time.
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(
+            f"{where}: a struct never calls __post_init__; build the instance in a "
+            "classmethod or a function that computes the fields first"
+        )
+    if "__slots__" in cls.__dict__:
+        raise TypeError(f"{where}: a struct writes its own __slots__ (its fields); drop them")
+    bases = [b for b in cls.__mro__[-1:0:-1] if "__struct_fields__" in b.__dict__]
+    inherited: dict[str, Field] = {}
+    for base in bases:
+        if (base.__dict__.get("__setattr__") is _frozen_setattr) != frozen:
+            raise TypeError(
+                f"{where}: a {'frozen' if frozen else 'mutable'} struct cannot derive from "
+                f"the {'mutable' if frozen else 'frozen'} struct {base.__qualname__}"
+            )
+        for f in base.__dict__["__struct_fields__"]:
+            inherited[f.name] = f
     body = dict(cls.__dict__)
-    table: list[Field] = []
+    own: dict[str, Field] = {}
     for name, kind in body.get("__annotations__", {}).items():
-        if isinstance(kind, str) and kind.startswith(("ClassVar", "typing.ClassVar")):
+        if _is_classvar(kind):
             continue
+        if _is_unsupported(kind):
+            raise TypeError(
+                f"{where}.{name}: structs have no InitVar or KW_ONLY; use kw_only=True "
+                "on the field or the decorator, and a classmethod for values not stored"
+            )
         value = body.pop(name, _MISSING)
         if isinstance(value, Field):
             f = value
         else:
             if isinstance(value, list | dict | set):
                 raise ValueError(
-                    f"{cls.__qualname__}.{name}: a mutable default is shared by every "
+                    f"{where}.{name}: a mutable default is shared by every "
                     "instance; use field(default_factory=...)"
                 )
             f = Field(value)
         f.name = name
         f.kw_only = f.kw_only or kw_only
-        table.append(f)
+        own[name] = f
+    # A base's fields come first, in its order; a field declared again keeps its place
+    # and takes the new declaration (as dataclasses do).
+    table = list({**inherited, **own}.values())
     positional = [f for f in table if not f.kw_only]
     seen_default = False
     for f in positional:
         if not f.required:
             seen_default = True
         elif seen_default:
-            raise TypeError(
-                f"{cls.__qualname__}.{f.name}: a field without a default follows one with"
-            )
-    names = tuple(f.name for f in table)
+            raise TypeError(f"{where}.{f.name}: a field without a default follows one with")
     compared = tuple(f.name for f in table if f.compare)
     body.pop("__dict__", None)
     body.pop("__weakref__", None)
-    body["__slots__"] = names
-    body["__qualname__"] = cls.__qualname__
+    body["__slots__"] = tuple(name for name in own if name not in inherited)
+    body["__qualname__"] = where
     body["__struct_fields__"] = tuple(table)
     body["__struct_init__"] = (*positional, *(f for f in table if f.kw_only))
     # A staticmethod: a lambda in the class body would be bound to the instance.
     body["__struct_key__"] = staticmethod(_key_of(compared))
     body["__struct_repr__"] = tuple(f.name for f in table if f.repr)
     mine = cls.__dict__
+    if "__match_args__" not in mine:
+        body["__match_args__"] = tuple(f.name for f in positional)
     for method, shared in (
         ("__init__", _init),
         ("__repr__", _repr),
@@ -191,6 +229,20 @@ def _build(cls: type[T], frozen: bool, kw_only: bool) -> type[T]:
     maker: Any = type(cls)  # the class's own metaclass (``type``, or a Generic's)
     made: type[T] = maker(cls.__name__, cls.__bases__, body)
     return made
+
+
+def _is_classvar(kind: Any) -> bool:
+    if isinstance(kind, str):
+        return kind.startswith(("ClassVar", "typing.ClassVar"))
+    return kind is ClassVar or get_origin(kind) is ClassVar
+
+
+def _is_unsupported(kind: Any) -> bool:
+    # By name: a struct does not import dataclasses to compare with its InitVar and KW_ONLY.
+    if isinstance(kind, str):
+        return kind.startswith(("InitVar", "dataclasses.InitVar", "KW_ONLY", "dataclasses.KW_"))
+    name = getattr(kind, "__name__", "") or type(kind).__name__
+    return name in ("InitVar", "_KW_ONLY_TYPE")
 
 
 def _key_of(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:

@@ -6,6 +6,7 @@ import copy
 import pickle
 import subprocess
 import sys
+from dataclasses import KW_ONLY, InitVar
 from typing import Generic, TypeVar
 
 import pytest
@@ -174,3 +175,142 @@ def test_the_first_instance_writes_out_the_class_s_own_init() -> None:
     assert Fresh.__init__ is not before
     assert Fresh.__init__.__qualname__.endswith("Fresh.__init__")
     assert Fresh(2, b=[3]).b == [3] and Fresh(2).b == []
+
+
+@struct(frozen=True)
+class Named:
+    first: int
+    second: str = ""
+    hidden: int = field(default=0, kw_only=True)
+
+
+@struct(frozen=True)
+class Other:
+    first: int
+    second: str = ""
+    hidden: int = field(default=0, kw_only=True)
+
+
+def test_match_args_are_the_positional_fields_so_class_patterns_match() -> None:
+    assert Named.__match_args__ == ("first", "second")
+    assert Options.__match_args__ == ()
+    match Named(1, "a", hidden=2):
+        case Named(1, label, hidden=h):
+            assert (label, h) == ("a", 2)
+        case _:
+            pytest.fail("the positional pattern did not match")
+    match Point(3, 4):
+        case Point(x, y):
+            assert (x, y) == (3, 4)
+        case _:
+            pytest.fail("the positional pattern did not match")
+
+
+def test_two_struct_types_with_the_same_fields_are_not_equal() -> None:
+    assert Named(1, "a") != Other(1, "a")  # type: ignore[comparison-overlap]
+    assert Named(1, "a") == Named(1, "a")
+    assert Named(1, "a") != (1, "a")  # type: ignore[comparison-overlap]
+
+
+def test_a_struct_is_not_a_tuple() -> None:
+    with pytest.raises(TypeError):
+        _first, _second = Named(1, "a")  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Named(1, "a")[0]  # type: ignore[index]
+
+
+def test_post_init_is_refused_with_what_to_do_instead() -> None:
+    with pytest.raises(
+        TypeError, match=r"Checked: a struct never calls __post_init__.*classmethod"
+    ):
+
+        @struct
+        class Checked:
+            a: int
+
+            def __post_init__(self) -> None:
+                raise AssertionError("never called")
+
+
+def test_what_a_dataclass_would_honour_and_a_struct_cannot_is_refused() -> None:
+    with pytest.raises(TypeError, match="unexpected keyword argument 'order'"):
+        struct(order=True)  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'init'"):
+        field(init=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="own __slots__"):
+
+        @struct
+        class Slotted:
+            __slots__ = ("a",)
+            a: int
+
+    with pytest.raises(TypeError, match="no InitVar or KW_ONLY"):
+
+        @struct
+        class Initvar:
+            a: InitVar[int]
+
+    with pytest.raises(TypeError, match="no InitVar or KW_ONLY"):
+
+        @struct
+        class KwOnly:
+            a: int
+            _: KW_ONLY
+            b: int
+
+
+def test_class_vars_are_not_fields_whether_or_not_annotations_are_strings() -> None:
+    namespace: dict[str, object] = {}
+    exec(  # annotations evaluated, as in a module without `from __future__ import annotations`
+        "from typing import ClassVar\n"
+        "from nodus_cli.structs import struct\n"
+        "@struct\n"
+        "class Counted:\n"
+        "    total: ClassVar[int] = 0\n"
+        "    a: int\n",
+        namespace,
+    )
+    counted: type = namespace["Counted"]  # type: ignore[assignment]
+    assert [f.name for f in fields(counted)] == ["a"]
+    assert counted.total == 0  # type: ignore[attr-defined]
+
+
+@struct(frozen=True)
+class Base:
+    a: int
+    b: str = "b"
+
+
+@struct(frozen=True)
+class Derived(Base):
+    c: float = 0.0
+    b: str = "again"
+
+
+def test_a_struct_deriving_from_a_struct_has_the_base_s_fields_first() -> None:
+    d = Derived(1, "x", 2.0)
+    assert (d.a, d.b, d.c) == (1, "x", 2.0)
+    assert [f.name for f in fields(Derived)] == ["a", "b", "c"]
+    assert Derived(1).b == "again"  # declared again: same place, new default
+    assert repr(d) == "Derived(a=1, b='x', c=2.0)"
+    assert Derived.__match_args__ == ("a", "b", "c")
+    assert d != Base(1, "x") and Base(1, "x") != d
+    assert replace(d, c=3.0) == Derived(1, "x", 3.0)
+    assert pickle.loads(pickle.dumps(d)) == d
+    assert isinstance(d, Base) and not hasattr(d, "__dict__")
+    with pytest.raises(FrozenError):
+        d.a = 2  # type: ignore[misc]
+
+
+def test_frozen_and_mutable_structs_do_not_derive_from_each_other() -> None:
+    with pytest.raises(TypeError, match="mutable struct cannot derive from the frozen struct Base"):
+
+        @struct
+        class Loose(Base):
+            c: int = 0
+
+    with pytest.raises(TypeError, match="frozen struct cannot derive from the mutable struct Bag"):
+
+        @struct(frozen=True)
+        class Tight(Bag):
+            c: int = 0
