@@ -40,7 +40,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import urlsplit
 
 from nodus_cli.errors import NodusError
@@ -131,7 +131,8 @@ class CatalogConfig:
     timeout: float = DEFAULT_CATALOG_TIMEOUT
 
 
-class LimitsConfig(NamedTuple):
+@struct(frozen=True)
+class LimitsConfig:
     """Spending limits (USD). None: not set."""
 
     max_spend_per_day: float | None = None

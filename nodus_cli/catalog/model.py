@@ -46,6 +46,7 @@ class CatalogError(NodusError):
     """A catalog that cannot be read or used (the root of the catalog's own errors)."""
 
 
+# Stays a NamedTuple, not a struct: a hot path (a catalog builds thousands at every plan).
 class Offer(NamedTuple):
     """One machine configuration: everything the planner compares.
 
@@ -114,7 +115,8 @@ USER_FILE = CatalogKind.USER_FILE
 UPDATED = CatalogKind.UPDATED
 
 
-class Origin(NamedTuple):
+@struct(frozen=True)
+class Origin:
     """Where one supplier's offers in a catalog come from."""
 
     supplier: str

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from nodus_cli import config
 from nodus_cli.catalog.files import read_canonical, write_rows
@@ -128,7 +128,8 @@ class StoredSource:
         )
 
 
-class Stored(NamedTuple):
+@struct(frozen=True)
+class Stored:
     """The stored catalog: its sources and each source's offers."""
 
     catalog: Catalog

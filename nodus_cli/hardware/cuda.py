@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import re
 from functools import cache
-from typing import NamedTuple
 
 from nodus_cli import data
 from nodus_cli.hardware.gpus import GpuFamily
+from nodus_cli.structs import struct
 
 _DATA = data.path("cuda.json")
 
@@ -28,7 +28,8 @@ _LEADING_VERSION = re.compile(r"^v?(\d{1,2})\.(\d{1,2})(?:\.\d+)?(?:[-_.+]|$)")
 _WORDS = re.compile(r"[-_.]")
 
 
-class Architecture(NamedTuple):
+@struct(frozen=True)
+class Architecture:
     """A GPU architecture: its compute capability and the CUDA versions that support it."""
 
     cc: Version

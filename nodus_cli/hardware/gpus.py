@@ -11,9 +11,10 @@ import json
 import re
 from collections.abc import Iterator
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any
 
 from nodus_cli import data
+from nodus_cli.structs import struct
 
 _STRIP = re.compile(r"[\s_\-]+")
 _MEMORY_SUFFIX = re.compile(r"^(?P<base>.*?)(?P<digits>\d+)(?:gb|g)$")
@@ -43,7 +44,8 @@ def normalize(name: str) -> str:
     return key
 
 
-class GpuFamily(NamedTuple):
+@struct(frozen=True)
+class GpuFamily:
     """A GPU model (H100, L4, ...): its vendor, architecture and memory variants."""
 
     name: str
@@ -71,7 +73,8 @@ class GpuFamily(NamedTuple):
         return min(self.memory_gb, key=lambda v: (abs(v - reported_gb), v))
 
 
-class Variant(NamedTuple):
+@struct(frozen=True)
+class Variant:
     """One spelling of a GPU (a name table row): the family and the memory it names."""
 
     family: GpuFamily
@@ -83,7 +86,8 @@ class Variant(NamedTuple):
     superchip_memory_gb: float | None = None
 
 
-class CatalogName(NamedTuple):
+@struct(frozen=True)
+class CatalogName:
     """What a GPU name in a catalog (or ``nodus gpus NAME``) says: the family, and the
     memory variant and form factor (or machine variant) it names, if any."""
 

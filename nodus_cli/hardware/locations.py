@@ -19,15 +19,16 @@ from __future__ import annotations
 import json
 import re
 from functools import cache, lru_cache
-from typing import NamedTuple
 
 from nodus_cli import data
+from nodus_cli.structs import struct
 
 _DATA = data.path("locations.json")
 _CONTINENT_SUFFIX = re.compile(r",\s*([A-Za-z]{2})\s*,\s*([A-Za-z]{2})\s*$")
 
 
-class _Table(NamedTuple):
+@struct(frozen=True)
+class _Table:
     """The location names (areas, aliases, countries, regions), loaded once."""
 
     areas: dict[str, str]

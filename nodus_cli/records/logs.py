@@ -20,7 +20,9 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Literal, NamedTuple
+from typing import IO, Any, Literal
+
+from nodus_cli.structs import struct
 
 Stream = Literal["stdout", "stderr", "nodus"]
 #: Free space the log leaves for the run records on the same disk.
@@ -34,7 +36,8 @@ def now_precise() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1000):03d}Z"
 
 
-class LogLine(NamedTuple):
+@struct(frozen=True)
+class LogLine:
     """One line of a run's output, as the log file stores it."""
 
     time: str

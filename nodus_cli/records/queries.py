@@ -14,11 +14,12 @@ limit, and reads better on its own.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, NamedTuple
+from typing import Any
 
 from nodus_cli.errors import UsageError
 from nodus_cli.records.model import ACTIVE_RUN, RunRecord, RunStatus, TaskRecord
 from nodus_cli.records.rows import RUNS, STAGES, TASKS
+from nodus_cli.structs import struct
 
 __all__ = [
     "SpendRow",
@@ -33,7 +34,8 @@ __all__ = [
 ]
 
 
-class SpendRow(NamedTuple):
+@struct(frozen=True)
+class SpendRow:
     """One run's spending, for ``nodus spend`` and the spending limits."""
 
     id: str

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 from nodus_cli.records.keys import config_key_of
 from nodus_cli.records.model import RunRecord, RunStatus, StageRecord, StageStatus, TaskRecord
+from nodus_cli.structs import struct
 
 __all__ = ["RUNS", "STAGES", "TASKS", "Column", "Table"]
 
@@ -52,7 +53,8 @@ def _config_key(config: dict[str, Any] | None) -> str | None:
     return config_key_of(config) if config is not None else None
 
 
-class Column(NamedTuple):
+@struct(frozen=True)
+class Column:
     """One column: the record attribute it holds, how it is written and read back."""
 
     name: str
@@ -65,14 +67,23 @@ class Column(NamedTuple):
     read: Callable[[Any], Any] | None = _kept
 
 
-class Table(NamedTuple, Generic[R]):
+class Table(Generic[R]):
     """A record's table: its columns, and the key columns that pick a record's row beside
-    them (the run and the stage a task belongs to)."""
+    them (the run and the stage a task belongs to); it writes the SQL that reads and
+    writes them."""
 
-    name: str
-    columns: tuple[Column, ...]
-    key: tuple[str, ...]
-    make: Callable[..., R]
+    __slots__ = ("columns", "key", "make", "name")
+
+    def __init__(
+        self, name: str, columns: tuple[Column, ...], key: tuple[str, ...], make: Callable[..., R]
+    ) -> None:
+        self.name = name
+        self.columns = columns
+        self.key = key
+        self.make = make
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r})"
 
     @property
     def select(self) -> str:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import NamedTuple, Protocol
+from typing import Protocol
+
+from nodus_cli.structs import struct
 
 __all__ = ["COST_EVERY", "Allowance", "BudgetClock", "Charge", "Metered"]
 
@@ -48,7 +50,8 @@ class Metered(Protocol):
     rate: float
 
 
-class Charge(NamedTuple):
+@struct(frozen=True)
+class Charge:
     """What an ended task ran and cost: seconds since it started (0 when it never did)."""
 
     runtime: float

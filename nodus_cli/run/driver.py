@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, assert_never
+from typing import Any, Literal, assert_never
 
 from nodus_cli.errors import EXIT_BUDGET, NodusError
 from nodus_cli.lanes import Lanes
@@ -89,7 +89,8 @@ __all__ = ["TICK", "Outcome", "Runner"]
 TICK = 0.25
 
 
-class Outcome(NamedTuple):
+@struct(frozen=True)
+class Outcome:
     """How a run ended: its status, exit code, cost and what it left."""
 
     status: RunStatus
@@ -289,7 +290,7 @@ class Runner:
             )
         for problem in problems:
             self.output.sink.status(f"warning: {problem}")
-        return outcome._replace(work_dir=work, unrecorded=unrecorded)
+        return replace(outcome, work_dir=work, unrecorded=unrecorded)
 
     # -- one stage -------------------------------------------------------------------
 

@@ -10,17 +10,19 @@ the order things happened.
 
 Why the events are types, not strings: :data:`Event` is a closed union, each kind with
 its own payload; the loop matches on it, and mypy says where a new kind is not handled.
-They are named tuples, not dataclasses: as immutable, and a fifth of the cost to define
-at start-up (every ``nodus run`` loads them).
+They are frozen structs (:mod:`nodus_cli.structs`): immutable, cheap to define at start-up
+(every ``nodus run`` loads them), and, unlike tuples, two events of different kinds never
+compare equal.
 """
 
 from __future__ import annotations
 
 import queue
 import time
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from nodus_cli.records.logs import Stream
+from nodus_cli.structs import struct
 from nodus_cli.targets.base import OutputStream, Started, Task, TaskEnd
 
 __all__ = [
@@ -35,21 +37,24 @@ __all__ = [
 ]
 
 
-class Submitted(NamedTuple):
+@struct(frozen=True)
+class Submitted:
     """The task holds its place on the target (a container created, a service submitted)."""
 
     task: Task
     note: str | None
 
 
-class Waiting(NamedTuple):
+@struct(frozen=True)
+class Waiting:
     """Still not running, and why."""
 
     task: Task
     message: str
 
 
-class Began(NamedTuple):
+@struct(frozen=True)
+class Began:
     """The task runs: its cost counts from ``at`` (the driver's monotonic clock)."""
 
     task: Task
@@ -57,14 +62,16 @@ class Began(NamedTuple):
     at: float
 
 
-class Ended(NamedTuple):
+@struct(frozen=True)
+class Ended:
     """The target's ``run_task`` returned: how the task ended."""
 
     task: Task
     end: TaskEnd
 
 
-class Raised(NamedTuple):
+@struct(frozen=True)
+class Raised:
     """The target's ``run_task`` raised: carried to the loop, which decides."""
 
     task: Task

@@ -50,10 +50,11 @@ import contextlib
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from nodus_cli import config
 from nodus_cli.errors import NodusError, OverBudget
+from nodus_cli.structs import struct
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -78,7 +79,8 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class Period(NamedTuple):
+@struct(frozen=True)
+class Period:
     """A UTC calendar day or month: runs started in ``[since, until)`` belong to it."""
 
     kind: str  # "day" or "month"
@@ -121,7 +123,8 @@ def period(kind: str, now: datetime | None = None) -> Period:
     return Period(kind, label, start.strftime(_ISO), end.strftime(_ISO))
 
 
-class SpendLimit(NamedTuple):
+@struct(frozen=True)
+class SpendLimit:
     """One configured spending limit, for the period a run starts in."""
 
     period: Period

@@ -23,11 +23,11 @@ import signal
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import NamedTuple
 
 from nodus_cli import targets
 from nodus_cli.errors import NodusError
 from nodus_cli.records import RunRecord, RunStatus, RunStore, StoreError, hostname, process_alive
+from nodus_cli.structs import struct
 from nodus_cli.targets.base import TargetFailure
 
 #: A run recorded this long ago with no supervisor yet was abandoned before it started.
@@ -41,7 +41,8 @@ class Stopped(StrEnum):
     NOT_RUNNING = "not_running"
 
 
-class StopResult(NamedTuple):
+@struct(frozen=True)
+class StopResult:
     """What ``nodus stop`` did to one run."""
 
     run_id: str

@@ -17,14 +17,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Mapping
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from nodus_cli.records.logs import LogWriter, Stream
+from nodus_cli.structs import struct
 
 __all__ = ["NullSink", "Output", "Progress", "Sink"]
 
 
-class Progress(NamedTuple):
+@struct(frozen=True)
+class Progress:
     """A fan-out stage's tasks so far (for a progress bar)."""
 
     stage: str

@@ -14,18 +14,20 @@ end means) reads better without the field-by-field bookkeeping of two kinds of r
 from __future__ import annotations
 
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 from nodus_cli.records import StageRecord, StageStatus, TaskRecord, now_iso
 from nodus_cli.run.recorder import Recorder
 from nodus_cli.run.sink import Progress
+from nodus_cli.structs import struct
 from nodus_cli.targets.base import Started, Task, TaskEnd
 from nodus_cli.workload import Stage
 
 __all__ = ["StageResult", "StageRun"]
 
 
-class StageResult(NamedTuple):
+@struct(frozen=True)
+class StageResult:
     """How a stage ended, for the run: its status, its exit code, and why (when not
     succeeded)."""
 

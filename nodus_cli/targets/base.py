@@ -41,7 +41,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from nodus_cli.planning.capabilities import ONE_MACHINE, Capabilities
 from nodus_cli.structs import field, struct
@@ -101,7 +101,8 @@ class Task:
         return env
 
 
-class Started(NamedTuple):
+@struct(frozen=True)
+class Started:
     """A task runs now: where, on which devices, and what it costs per hour."""
 
     devices: tuple[str, ...] = ()
@@ -230,7 +231,8 @@ def plain_pulls(image: str) -> PullProgress:
     return _PlainPull(image)
 
 
-class Preparation(NamedTuple):
+@struct(frozen=True)
+class Preparation:
     """What :meth:`Target.prepare` found: the price a record carries, and notes to show."""
 
     price_per_hour: float = 0.0
@@ -238,7 +240,8 @@ class Preparation(NamedTuple):
     warnings: tuple[str, ...] = ()
 
 
-class WorkDir(NamedTuple):
+@struct(frozen=True)
+class WorkDir:
     """What became of a run's shared work folder."""
 
     kind: Literal["copied", "kept", "removed", "none"]

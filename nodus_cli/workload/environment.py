@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from nodus_cli.errors import InvalidInput
+from nodus_cli.structs import struct
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
@@ -22,7 +22,8 @@ _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 _BARE = re.compile(r"(?<!\$)(?:\$\$)*\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
-class Template(NamedTuple):
+@struct(frozen=True)
+class Template:
     """``${name}`` or ``${name:-default}`` (``default`` None when there is none)."""
 
     name: str

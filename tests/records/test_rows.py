@@ -105,3 +105,11 @@ def test_each_declared_column_is_a_column_of_its_table(store: RunStore, table: o
     with sqlite3.connect(store.db_path) as db:
         have = {row[1] for row in db.execute(f"PRAGMA table_info({table.name})")}
     assert {c.name for c in table.columns} | set(table.key) <= have
+
+
+def test_a_table_is_a_class_of_its_own_not_a_tuple() -> None:
+    assert not isinstance(RUNS, tuple)
+    assert ("runs", RUNS.columns, RUNS.key, RUNS.make) != RUNS
+    assert repr(RUNS) == "Table('runs')"
+    assert TASKS.update.startswith("UPDATE tasks SET ")
+    assert TASKS.update.endswith(" WHERE run_id=? AND stage_idx=? AND idx=?")

@@ -11,12 +11,11 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 from nodus_cli.api.client import Client, Prepared
 from nodus_cli.cli.output import PullDisplay, emit_json, use_colour
 from nodus_cli.errors import UsageError
-from nodus_cli.structs import replace
+from nodus_cli.structs import replace, struct
 from nodus_cli.text import bounded, money, safe
 from nodus_cli.workload import Workload
 from nodus_cli.workload.duration import DURATION_HINT, parse_duration
@@ -24,7 +23,8 @@ from nodus_cli.workload.duration import DURATION_HINT, parse_duration
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class Waiting(NamedTuple):
+@struct(frozen=True)
+class Waiting:
     """``--priority``, ``--no-wait`` and ``--wait-timeout``: how the run waits for GPUs."""
 
     priority: int | None = None

@@ -24,8 +24,10 @@ import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import quote, urlencode, urlsplit
+
+from nodus_cli.structs import struct
 
 if TYPE_CHECKING:
     import ssl
@@ -60,7 +62,8 @@ class _Closed(Exception):
     """The peer closed a kept-alive connection before answering (worth one retry)."""
 
 
-class Tls(NamedTuple):
+@struct(frozen=True)
+class Tls:
     """TLS to a ``tcp://`` engine: the CA to verify it with, a client certificate."""
 
     ca: str | None = None

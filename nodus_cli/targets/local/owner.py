@@ -8,14 +8,15 @@ module, not the queue's.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from nodus_cli.records import hostname, process_alive, process_start
+from nodus_cli.structs import struct
 
 __all__ = ["Owner", "me"]
 
 
-class Owner(NamedTuple):
+@struct(frozen=True)
+class Owner:
     """The process that made a container: it is gone when its pid is not alive (or is
     another process now) on its host."""
 
