@@ -25,8 +25,10 @@ A method the class defines itself (``__repr__``, ``__eq__``, ``__hash__``,
 ``match`` patterns. So that what mypy believes is true at run time, whatever a dataclass
 would honour and a struct does not is refused when the class is defined, with a
 ``TypeError``: ``__post_init__`` (build the instance in a classmethod or a function
-instead), ``InitVar`` and ``KW_ONLY`` annotations, a ``__slots__`` of the class's own; the
-decorator and :func:`field` take only the keywords they implement.
+instead), ``InitVar`` and ``KW_ONLY`` annotations, a ``__slots__`` of the class's own, a
+``dataclasses.field``; the decorator and :func:`field` take only the keywords they
+implement. A default that is not hashable (a list, a mutable struct) is refused as
+dataclasses refuse it (``ValueError``): use ``field(default_factory=...)``.
 
 Why not dataclasses: ``@dataclass`` writes each method's source and ``exec``s it when the
 class is defined, and importing it loads ``inspect``; a short command defines dozens of
@@ -177,8 +179,10 @@ def _build(cls: type[T], frozen: bool, kw_only: bool) -> type[T]:
         value = body.pop(name, _MISSING)
         if isinstance(value, Field):
             f = value
+        elif type(value).__module__ == "dataclasses":  # dataclasses.field(): not a struct's
+            raise TypeError(f"{where}.{name}: use nodus_cli.structs.field, not dataclasses'")
         else:
-            if isinstance(value, list | dict | set):
+            if type(value).__hash__ is None:  # list, dict, set, a mutable struct: as dataclasses
                 raise ValueError(
                     f"{where}.{name}: a mutable default is shared by every "
                     "instance; use field(default_factory=...)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pickle
 import subprocess
 import sys
@@ -144,6 +145,12 @@ def test_definitions_that_a_dataclass_would_refuse_are_refused() -> None:
         class Shared:
             items: list[str] = []  # noqa: RUF012
 
+    with pytest.raises(ValueError, match="mutable default"):
+
+        @struct
+        class SharedBag:
+            bag: Bag = Bag("shared")  # unhashable: mutable
+
     with pytest.raises(TypeError, match="without a default follows one with"):
 
         @struct
@@ -237,6 +244,12 @@ def test_what_a_dataclass_would_honour_and_a_struct_cannot_is_refused() -> None:
         struct(order=True)  # type: ignore[call-overload]
     with pytest.raises(TypeError, match="unexpected keyword argument 'init'"):
         field(init=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"use nodus_cli\.structs\.field, not dataclasses'"):
+
+        @struct
+        class Foreign:
+            a: list[int] = dataclasses.field(default_factory=list)
+
     with pytest.raises(TypeError, match="own __slots__"):
 
         @struct
