@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli import config
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.hardware import smi
 from nodus_cli.lanes import Lanes
 from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
@@ -93,7 +94,7 @@ class LocalTarget(Target):
     def __init__(self, store: Any, catalog: str | None = None) -> None:
         super().__init__(store, catalog)
         self._engine: engine.Engine | None = None
-        self._gpus: list[machine.LocalGpu] | None = None
+        self._gpus: list[smi.LocalGpu] | None = None
         self._plan: Plan | None = None
         self._work: dict[str, Path] = {}
         self._containers: dict[str, str] = {}  # task key -> container id
@@ -110,11 +111,11 @@ class LocalTarget(Target):
 
     # -- planning ----------------------------------------------------------------------
 
-    def _local_gpus(self, workload: Workload | None) -> list[machine.LocalGpu]:
+    def _local_gpus(self, workload: Workload | None) -> list[smi.LocalGpu]:
         """This machine's GPUs; the driver is asked only when a stage wants one."""
         if self._gpus is None:
             wants = workload is None or workload.wants_gpu
-            self._gpus = machine.query_gpus() if wants else []
+            self._gpus = smi.query_gpus() if wants else []
         return self._gpus
 
     def offers(self, workload: Workload) -> tuple[Offer, ...]:
@@ -149,7 +150,7 @@ class LocalTarget(Target):
                 why = (stage_plan.explanation or "no eligible configuration").replace(
                     " in this inventory", " on this machine"
                 )
-                gpus = f"{machine.describe(found)}, " if workload.wants_gpu else ""
+                gpus = f"{smi.describe(found)}, " if workload.wants_gpu else ""
                 # No hint here: the launcher adds one naming the workload's file, which
                 # this target never sees (launcher.plan_elsewhere_hint).
                 raise NotRunnable(
@@ -218,7 +219,7 @@ class LocalTarget(Target):
                 return sp.selected.offer
         raise NotRunnable(f"stage {stage.name!r} has no configuration on this machine")
 
-    def _matching(self, stage: Stage) -> list[machine.LocalGpu]:
+    def _matching(self, stage: Stage) -> list[smi.LocalGpu]:
         """This machine's GPUs that fit the stage's planned model and memory."""
         offer = self._offer_for(stage)
         req = stage.requirements
@@ -662,11 +663,11 @@ class LocalTarget(Target):
         found = self._local_gpus(None)
         picture = self._claims.picture()
         host = socket.gethostname()
-        models: dict[str, list[machine.LocalGpu]] = {}
+        models: dict[str, list[smi.LocalGpu]] = {}
         for g in found:
             models.setdefault(g.family or g.product, []).append(g)
 
-        def node(key: str, model: str | None, gpus: list[machine.LocalGpu]) -> NodeInfo:
+        def node(key: str, model: str | None, gpus: list[smi.LocalGpu]) -> NodeInfo:
             ids = {g.uuid for g in gpus}
             busy = set() if picture is None else {u for u in ids if picture.use(u).holders}
             queued = 0 if picture is None else sum(1 for w in picture.waiters if w.wants & ids)
