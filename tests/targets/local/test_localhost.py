@@ -265,6 +265,45 @@ def test_a_stalled_pull_is_a_clear_error_within_its_bound(machine: pytest.Monkey
         assert "fromImage=localhost%3A5000%2Fteam%2Fimg" in path and "tag=2" in path
 
 
+def test_a_pull_shows_each_step_of_its_progress(machine: pytest.MonkeyPatch) -> None:
+    # Over the engine's socket as `docker pull` asks: a digest is the tag, and the
+    # progress comes as JSON documents, one a line or several in a chunk.
+    events = [
+        b'{"status":"Pulling from team/img","id":"2"}\r\n{"status":"Downloading","id":"a"}',
+        b'\r\n{"status":"Digest: sha256:abc"}{"status":"Downloaded newer image"}\r\n',
+    ]
+    seen: list[dict[str, Any]] = []
+    with FakeEngine() as fake:
+        fake.route("POST", API + "/images/create", chunked(events, "application/json"))
+        engine.Engine(fake.host).pull("localhost:5000/team/img@sha256:abc", seen.append, 5.0)
+        _, path = next(r for r in fake.requests if "/images/create" in r[1])
+    assert [e["status"] for e in seen] == [
+        "Pulling from team/img",
+        "Downloading",
+        "Digest: sha256:abc",
+        "Downloaded newer image",
+    ]
+    assert "fromImage=localhost%3A5000%2Fteam%2Fimg&tag=sha256%3Aabc" in path
+
+
+@pytest.mark.parametrize(
+    ("image", "asked"),
+    [
+        ("localhost:5000/team/img", "fromImage=localhost%3A5000%2Fteam%2Fimg&tag=latest"),
+        ("busybox:1.36", "fromImage=busybox&tag=1.36"),
+        ("busybox", "fromImage=busybox&tag=latest"),
+    ],
+)
+def test_a_pull_asks_for_the_repository_and_its_tag(
+    machine: pytest.MonkeyPatch, image: str, asked: str
+) -> None:
+    with FakeEngine() as fake:
+        fake.route("POST", API + "/images/create", chunked([b"{}"], "application/json"))
+        engine.Engine(fake.host).pull(image, lambda _: None, 5.0)
+        _, path = next(r for r in fake.requests if "/images/create" in r[1])
+    assert path.endswith("?" + asked)
+
+
 def test_a_failed_pull_says_why(machine: pytest.MonkeyPatch) -> None:
     events = [b'{"status":"Pulling"}', b'{"errorDetail":{"message":"denied"},"error":"denied"}']
     with FakeEngine() as fake:
