@@ -217,7 +217,7 @@ class Pool:
             if line is None:
                 output.follow()
                 continue
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, KeyError, TypeError):  # not a done: ignored
                 message = bootstrap.decode(line)
                 if message[bootstrap.KIND] == bootstrap.DONE and message.get("item") == index:
                     output.finish()
