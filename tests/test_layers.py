@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from paths import DOCS, REPO
 
+from nodus_cli.targets import REGISTRY
+
 PACKAGE = REPO / "nodus_cli"
 
 #: The layers, lowest first: each a list of module prefixes (docs/architecture.md).
@@ -231,6 +233,71 @@ def test_planning_never_opens_the_run_store_and_targets_never_drive_runs() -> No
         or (i.module.startswith("nodus_cli.targets") and i.target.startswith("nodus_cli.run"))
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def _target_of(module: str) -> str | None:
+    """The target a module belongs to (``local`` for ``nodus_cli.targets.local.queue``):
+    the registry names each target's module; what they share (``targets.base``,
+    ``targets.docker``, the package itself) is no target's."""
+    for name, where in REGISTRY.items():
+        home = where.partition(":")[0]
+        if module == home or module.startswith(home + "."):
+            return name
+    return None
+
+
+def test_no_target_imports_another() -> None:
+    wrong = [
+        f"{i}: a target builds on what the targets share (targets.base, targets.docker) and "
+        "the layers below (this machine's GPUs are nodus_cli.hardware's), never on another "
+        "target"
+        for i in every_import()
+        if ours(i)
+        and _target_of(i.module) is not None
+        and _target_of(i.target) is not None
+        and _target_of(i.module) != _target_of(i.target)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def _defined_in(tree: ast.AST) -> set[str]:
+    """Every name a module defines: functions, classes, variables, attributes it sets."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_no_target_module_reaches_into_another_modules_private_names() -> None:
+    """``x._name`` where no ``_name`` is defined in the same file is another module's
+    private member (a target's, a library's): a module uses another's public names."""
+    wrong = []
+    for name, path in modules().items():
+        if not name.startswith("nodus_cli.targets"):
+            continue
+        tree = ast.parse(path.read_text("utf-8"))
+        own = _defined_in(tree)
+        for node in ast.walk(tree):
+            attr = node.attr if isinstance(node, ast.Attribute) else ""
+            if attr.startswith("_") and not attr.startswith("__") and attr not in own:
+                wrong.append(f"{name} (line {node.lineno}): {ast.unparse(node)}")
+    assert not wrong, "private names of other modules:\n" + "\n".join(wrong)
+
+
+def test_the_rule_on_targets_knows_the_targets() -> None:
+    assert _target_of("nodus_cli.targets.local.machine") == "local"
+    assert _target_of("nodus_cli.targets.swarm") == "swarm"
+    assert _target_of("nodus_cli.targets.docker.engine") is None
+    assert _target_of("nodus_cli.targets.base") is None
+    assert _target_of("nodus_cli.targets") is None
+    assert _target_of("nodus_cli.hardware.smi") is None
 
 
 @pytest.mark.parametrize("layer", [name for name, _ in LAYERS])

@@ -1,9 +1,10 @@
 # mypy: ignore-errors
 """nodus's runtime inside a container: it calls a Python function and writes its outcome.
 
-Never imported by nodus: this file is shipped into containers (mounted read-only on the
-local target, carried as a Swarm config on Swarm) beside a copy of the caller's own
-cloudpickle package, and run by the image's Python::
+nodus imports it only for the warm-worker protocol's names (below): this file is shipped
+into containers (mounted read-only on the local target, carried as a Swarm config on
+Swarm) beside a copy of the caller's own cloudpickle package, and run by the image's
+Python::
 
     python3 -u bootstrap.py CALL_DIR ITEM            # one call
     python3 -u bootstrap.py --worker CALL_DIR NAME   # a warm worker: many calls
@@ -27,10 +28,27 @@ exits 0 without one. The exit codes (0 ok, 101 raised, 102 another Python, 103 t
 payload cannot be read, 104 the result cannot be written, 105 this runtime failed) stay
 clear of 1, 2, 125-127 and 128+N, and are a hint only.
 
-A warm worker reads requests (one JSON line each: ``{"item": ITEM, "env": {...}}``)
-from the FIFO ``CALL_DIR/workers/NAME/requests``, runs each call with its stdout and
-stderr going to ``items/ITEM/stdout`` and ``stderr``, and answers ``done ITEM CODE`` on
-the FIFO ``replies``. It ends when the caller closes the requests (or is gone).
+A warm worker talks with its caller over two FIFOs, ``CALL_DIR/workers/NAME/requests``
+(the caller writes, the runtime reads) and ``replies`` (the runtime writes, the caller
+reads), in the warm-worker protocol: the messages below, versioned by :data:`PROTOCOL`.
+Each call's stdout and stderr go to ``items/ITEM/stdout`` and ``stderr``. The worker ends
+when the caller closes the requests (or is gone). The caller learns that the container
+ended from the engine, never through these FIFOs: each has one writer.
+
+The protocol is this file's (the caller imports its names): every message is one JSON
+object on one line, its kind under ``"kind"`` (:func:`encode`, :func:`decode`):
+
+=========  ========  =======  ===================  =====================================
+channel    writer    kind     fields               meaning
+=========  ========  =======  ===================  =====================================
+replies    runtime   hello    protocol             first and once: the version it speaks;
+                                                   a caller of another refuses the worker
+requests   caller    call     item, env            run ITEM's call, with env set for it
+replies    runtime   done     item, code           ITEM's call ended with exit CODE; its
+                                                   outcome.json is written
+=========  ========  =======  ===================  =====================================
+
+A new kind or field, or another meaning for one, is a new :data:`PROTOCOL`.
 """
 
 import json
@@ -281,6 +299,33 @@ def _raised(exc, protocol, item_dir):
 
 # -- a warm worker ---------------------------------------------------------------------
 
+#: The warm-worker protocol's version (the table in this module's docstring).
+PROTOCOL = 1
+#: The field that holds a message's kind, and the kinds.
+KIND = "kind"
+HELLO = "hello"
+CALL = "call"
+DONE = "done"
+
+
+def encode(kind, **fields):
+    # type: (str, **object) -> bytes
+    """One message of the warm-worker protocol: a JSON object on one line."""
+    fields[KIND] = kind
+    return (json.dumps(fields, sort_keys=True) + "\n").encode("utf-8")
+
+
+def decode(line):
+    # type: (bytes) -> dict
+    """A message read back; ValueError for a line that is none."""
+    try:
+        message = json.loads(line.decode("utf-8"))
+    except ValueError:
+        message = None
+    if not isinstance(message, dict) or not isinstance(message.get(KIND), str):
+        raise ValueError("not a message of the warm-worker protocol: %r" % line[:200])
+    return message
+
 
 def _fifo(path, flags):
     """Open a FIFO without blocking (the caller holds it open; when it is gone, reads
@@ -330,12 +375,15 @@ def worker(call_dir, name):
     replies = _fifo(os.path.join(folder, "replies"), os.O_WRONLY)
     function_path = os.path.join(call_dir, "function.pickle")
     cache = {}
+    os.write(replies, encode(HELLO, protocol=PROTOCOL))
     while True:
         line = requests.readline()
         if not line:
             return EXIT_OK  # the caller closed the requests: the map is over
         try:
-            request = json.loads(line.decode("utf-8"))
+            request = decode(line)
+            if request[KIND] != CALL:
+                continue
             item = str(request["item"])
             env = dict((str(k), str(v)) for k, v in (request.get("env") or {}).items())
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -349,7 +397,7 @@ def worker(call_dir, name):
             fields.update(status="runtime_error", exit_code=code, traceback=_traceback(exc))
             fields["message"] = "%s: %s" % (type(exc).__name__, exc)
             _write_json(os.path.join(item_dir, "outcome.json"), fields)
-        os.write(replies, ("done %s %d\n" % (item, code)).encode("utf-8"))
+        os.write(replies, encode(DONE, item=item, code=code))
 
 
 # -- Swarm: the call travels in the service, the outcome in its log ----------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from functions_support import SYSTEM_PYTHON, local_call, other_pythons
 
-from nodus_cli.functions import outcome, runtime, serialization
+from nodus_cli.functions import bootstrap, outcome, runtime, serialization
 from nodus_cli.functions.layout import CallFolder
 
 pytestmark = pytest.mark.skipif(
@@ -239,12 +239,18 @@ def test_a_warm_worker_runs_calls_one_after_another(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
     )
     try:
+        # First the runtime says which protocol it speaks (the caller refuses another).
+        assert json.loads(_line(replies)) == {"kind": "hello", "protocol": bootstrap.PROTOCOL}
         answers = []
         for i in range(3):
-            line = json.dumps({"item": str(i), "env": {"NODUS_ITEM_INDEX": str(i)}}) + "\n"
-            os.write(requests, line.encode())
-            answers.append(_line(replies))
-        assert answers == ["done 0 0", "done 1 0", "done 2 101"]
+            call = {"kind": "call", "item": str(i), "env": {"NODUS_ITEM_INDEX": str(i)}}
+            os.write(requests, (json.dumps(call) + "\n").encode())
+            answers.append(json.loads(_line(replies)))
+        assert answers == [
+            {"kind": "done", "item": "0", "code": 0},
+            {"kind": "done", "item": "1", "code": 0},
+            {"kind": "done", "item": "2", "code": 101},
+        ]
         assert [outcome.settle(folder.item(i), "img", "3.11") for i in (0, 1)] == [
             outcome.Value(0),
             outcome.Value(10),

@@ -2,16 +2,16 @@
 
 :class:`Engine` makes the Engine-API calls of a local run, and the Swarm calls of
 :class:`~nodus_cli.targets.swarm.api.SwarmApi`, straight over the engine's socket
-(:mod:`.http`: the standard library, a kept-alive connection per thread). The Docker SDK's
-low-level client (``docker.APIClient``) stays for a pull, and its ``auth`` module for the
-registry credentials of the Docker CLI's configuration (read only where one holds any).
-Whichever carried a call, its failures become nodus's in this module alone
-(:meth:`Engine.mapped` for the SDK's, the transport's in :meth:`Engine.answer`). Every
+(:mod:`.http`: the standard library, a kept-alive connection per thread), pulls included.
+The Docker SDK stays for its ``auth`` module, the registry credentials of the Docker
+CLI's configuration (read only where one holds any). Its failures and the transport's
+become nodus's in this module alone (:meth:`Engine.mapped` for the SDK's, the
+transport's in :meth:`Engine.answer`). Every
 target finds the engine as the ``docker`` CLI does (:func:`endpoint`): ``DOCKER_HOST``
 (with ``DOCKER_TLS_VERIFY`` / ``DOCKER_CERT_PATH``), else the current Docker context
-(``docker context use``), else the local socket. The SDK is imported only when a pull or
-credentials need it: never by ``nodus --help``, ``validate``, ``plan``, nor by a run of
-an image the engine has, local or on Swarm.
+(``docker context use``), else the local socket. The SDK is imported only when credentials
+are needed: never by ``nodus --help``, ``validate``, ``plan``, nor by a run of an image
+the engine has, local or on Swarm.
 """
 
 from __future__ import annotations
@@ -90,36 +90,10 @@ class Engine:
         if url.scheme == "https" and self.tls is None:
             self.tls = http.Tls()
         self.http = http.Http(self.where, connect_timeout, self.tls)
-        self._client: Any = None
         #: Whether the Docker configuration holds credentials (read once, as the SDK does).
         self._credentials: bool | None = None
         #: Images found, by name: prepare and begin both ask, one inspect serves a run.
         self._images: dict[str, dict[str, Any]] = {}
-
-    @property
-    def client(self) -> Any:
-        """The SDK's low-level client, made (and the SDK imported) on first use."""
-        if self._client is None:
-            import docker
-
-            params: dict[str, Any] = {"base_url": self.where}
-            url = urlsplit(self.where)
-            if url.scheme != "unix" and url.port is None:  # the docker CLI's default ports
-                port = 2376 if self.tls is not None or url.scheme == "https" else 2375
-                params["base_url"] = f"{self.where.rstrip('/')}:{port}"
-            if self.tls is not None:
-                from docker.tls import TLSConfig
-
-                params["tls"] = TLSConfig(
-                    client_cert=self.tls.cert, ca_cert=self.tls.ca, verify=self.tls.verify
-                )
-            try:
-                self._client = docker.APIClient(
-                    version=self.api, timeout=self.connect_timeout, **params
-                )
-            except docker.errors.DockerException as exc:
-                raise NodusError(f"DOCKER_HOST={self.where}: {exc}", hint=_HINT) from None
-        return self._client
 
     @contextmanager
     def answer(self, what: str = "waiting for the engine") -> Iterator[None]:
@@ -200,8 +174,6 @@ class Engine:
         version = str(headers.get("api-version") or "1.41")  # names are lowercased
         major, minor = min(_parse_version(version), MAX_API)
         self.api = self.http.version = f"{major}.{minor}"
-        if self._client is not None:
-            self._client._version = self.api
         return version
 
     def api_at_least(self, wanted: tuple[int, int]) -> bool:
@@ -302,26 +274,23 @@ class Engine:
     ) -> None:
         """Pull ``image``; EngineError on a failed pull, EngineTimeout when it stalls.
 
-        ``APIClient.pull``'s request, credentials included, but with a read timeout (that
-        method waits for the registry forever)."""
-        from docker import utils
-
-        client = self.client
-        repository, tag = utils.parse_repository_tag(image)
-        request = {
-            "params": {"fromImage": repository, "tag": tag or "latest"},
-            "headers": self.registry_auth(repository),
-            "stream": True,
-            "timeout": idle_timeout,
-        }
+        The request ``docker pull`` makes, credentials included, with a bound on each wait
+        for progress (a registry that stops answering is an error, not a hang)."""
+        repository, tag = _repository_tag(image)
+        params = {"fromImage": repository, "tag": tag or "latest"}
+        auth = self.registry_auth(repository)
         try:
-            with self.mapped("pulling"):
-                res = client._post(client._url("/images/create"), **request)
-                client._raise_for_status(res)
-                for event in client._stream_helper(res, decode=True):
-                    if event.get("error"):
-                        raise EngineError(500, str(event["error"]))
-                    on_event(event)
+            with self.answer("pulling"):
+                stream = self.http.stream("/images/create", params, idle_timeout, "POST", auth)
+                try:
+                    for event in stream.documents():
+                        if event.get("error"):
+                            raise EngineError(500, str(event["error"]))
+                        on_event(event)
+                except ValueError as exc:
+                    raise EngineError(500, f"the engine's answer is not JSON: {exc}") from None
+                finally:
+                    stream.close()
         except EngineUnreachable as exc:
             # A dropped stream in the middle of a pull is a timeout or an engine restart.
             raise EngineError(500, exc.reason) from None
@@ -356,6 +325,18 @@ class _Frames:
 
     def close(self) -> None:
         self.stream.close()
+
+
+def _repository_tag(image: str) -> tuple[str, str | None]:
+    """``registry:5000/team/img:2`` -> (``registry:5000/team/img``, ``2``); a digest
+    (``img@sha256:...``) is the tag; no tag: None (as the Docker CLI splits them)."""
+    if "@" in image:
+        repository, _, digest = image.rpartition("@")
+        return repository, digest
+    repository, _, tag = image.rpartition(":")
+    if repository and "/" not in tag:
+        return repository, tag
+    return image, None
 
 
 def _has_credentials() -> bool:

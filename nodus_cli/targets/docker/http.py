@@ -231,10 +231,15 @@ class Stream:
             yield header[0], self.read(size) if size else b""
 
     def documents(self) -> Iterator[dict[str, Any]]:
-        """One JSON document per line (the engine's events)."""
+        """The JSON documents of the answer (the engine's events, a pull's progress): one
+        a line, or several run together; ValueError for what is not JSON."""
+        decoder = json.JSONDecoder()
         while line := self.readline():
-            if line.strip():
-                yield json.loads(line)
+            text = line.decode("utf-8", "replace").strip()
+            while text:
+                doc, end = decoder.raw_decode(text)
+                yield doc
+                text = text[end:].lstrip()
 
     def close(self) -> None:
         self._closed = True
@@ -383,17 +388,22 @@ class Http:
         return json.loads(data) if data.strip() else None
 
     def stream(
-        self, path: str, params: Mapping[str, Any] | None = None, timeout: float | None = None
+        self,
+        path: str,
+        params: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
     ) -> Stream:
-        """A GET answered as a stream, on a connection of its own. ``timeout`` bounds
-        each wait for more (None: wait as long as it takes)."""
+        """A request (without a body) answered as a stream, on a connection of its own.
+        ``timeout`` bounds each wait for more (None: wait as long as it takes)."""
         conn = self._connect(self.timeout)
         try:
-            conn.send(self._head("GET", self.url(path, params), None), None)
+            conn.send(self._head(method, self.url(path, params), None, headers), None)
             answer = _Answer(conn, True)
         except TimeoutError:
             conn.close()
-            raise Timeout(f"GET {path}: no answer in time") from None
+            raise Timeout(f"{method} {path}: no answer in time") from None
         except (OSError, ValueError, _Closed) as exc:
             conn.close()
             raise Failure(_words(exc)) from None

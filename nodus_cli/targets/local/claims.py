@@ -46,7 +46,7 @@ from nodus_cli.workload.model import DEFAULT_PRIORITY
 # The queue's rules (.queue) are loaded by the first task that wants a GPU: a CPU run's
 # start-up does not pay for them.
 if TYPE_CHECKING:
-    from nodus_cli.targets.local.machine import LocalGpu
+    from nodus_cli.hardware.smi import LocalGpu
     from nodus_cli.targets.local.queue import Ledger, Picture, Request, Waiter
     from nodus_cli.workload import Requirements
 

@@ -54,8 +54,8 @@ from nodus_cli.targets.local.owner import Owner, me
 from nodus_cli.text import plural
 
 if TYPE_CHECKING:
+    from nodus_cli.hardware.smi import LocalGpu
     from nodus_cli.targets.docker import engine
-    from nodus_cli.targets.local.machine import LocalGpu
 
 __all__ = [
     "LIVE",

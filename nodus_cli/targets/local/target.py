@@ -31,10 +31,11 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from nodus_cli import config
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.hardware import smi
 from nodus_cli.lanes import Lanes
 from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
@@ -60,18 +61,17 @@ from nodus_cli.targets.docker.containers import (
     LABEL_STAGE,
     ContainerSpec,
     engine_config,
-    memory_limit,
     spec_for,
 )
 from nodus_cli.targets.follower import LogFollower
-from nodus_cli.targets.local import checks, machine
+from nodus_cli.targets.local import checks, endings, machine
 from nodus_cli.targets.local.claims import Claims, Ended, label, lost
 from nodus_cli.targets.local.owner import me
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
     from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
-    from nodus_cli.records import RunRecord
+    from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.targets.local import workers
     from nodus_cli.targets.local.queue import Request
     from nodus_cli.targets.usage import UsageReport
@@ -79,7 +79,6 @@ if TYPE_CHECKING:
 
 #: How long a retry waits for a restarting engine to answer again.
 ENGINE_RETURN_SECONDS = 60.0
-_NOT_FOUND_MARKERS = ("executable file not found", "no such file or directory")
 
 
 class LocalTarget(Target):
@@ -90,10 +89,10 @@ class LocalTarget(Target):
         "~/.config/nodus/config.toml or NODUS_CONFIG"
     )
 
-    def __init__(self, store: Any, catalog: str | None = None) -> None:
+    def __init__(self, store: RunStore, catalog: str | None = None) -> None:
         super().__init__(store, catalog)
         self._engine: engine.Engine | None = None
-        self._gpus: list[machine.LocalGpu] | None = None
+        self._gpus: list[smi.LocalGpu] | None = None
         self._plan: Plan | None = None
         self._work: dict[str, Path] = {}
         self._containers: dict[str, str] = {}  # task key -> container id
@@ -105,16 +104,16 @@ class LocalTarget(Target):
         self._claims = Claims(self.docker, partial(self._local_gpus, None), str(store.root))
         #: Python function calls (issue 16): the interpreter found per image (.calls),
         #: and the warm workers of each function-map stage, by (run, stage) (.workers).
-        self._interpreters: dict[str, str] = {}
+        self.interpreters: dict[str, str] = {}
         self._pools: dict[tuple[str, str], workers.Pool] = {}
 
     # -- planning ----------------------------------------------------------------------
 
-    def _local_gpus(self, workload: Workload | None) -> list[machine.LocalGpu]:
+    def _local_gpus(self, workload: Workload | None) -> list[smi.LocalGpu]:
         """This machine's GPUs; the driver is asked only when a stage wants one."""
         if self._gpus is None:
             wants = workload is None or workload.wants_gpu
-            self._gpus = machine.query_gpus() if wants else []
+            self._gpus = smi.query_gpus() if wants else []
         return self._gpus
 
     def offers(self, workload: Workload) -> tuple[Offer, ...]:
@@ -149,7 +148,7 @@ class LocalTarget(Target):
                 why = (stage_plan.explanation or "no eligible configuration").replace(
                     " in this inventory", " on this machine"
                 )
-                gpus = f"{machine.describe(found)}, " if workload.wants_gpu else ""
+                gpus = f"{smi.describe(found)}, " if workload.wants_gpu else ""
                 # No hint here: the launcher adds one naming the workload's file, which
                 # this target never sees (launcher.plan_elsewhere_hint).
                 raise NotRunnable(
@@ -218,7 +217,7 @@ class LocalTarget(Target):
                 return sp.selected.offer
         raise NotRunnable(f"stage {stage.name!r} has no configuration on this machine")
 
-    def _matching(self, stage: Stage) -> list[machine.LocalGpu]:
+    def _matching(self, stage: Stage) -> list[smi.LocalGpu]:
         """This machine's GPUs that fit the stage's planned model and memory."""
         offer = self._offer_for(stage)
         req = stage.requirements
@@ -237,7 +236,7 @@ class LocalTarget(Target):
     def _model(self, stage: Stage) -> str | None:
         return self._offer_for(stage).gpu
 
-    def _claim(
+    def claim(
         self, task: Task, ctx: TaskContext, create: Callable[[tuple[str, ...]], str]
     ) -> tuple[tuple[str, ...], str]:
         """The GPUs for ``task`` and the container that holds them (``create`` makes it
@@ -245,9 +244,11 @@ class LocalTarget(Target):
         has come (:class:`.claims.Claims`)."""
         request = self._request(task.stage, task.previous_devices)
         model = self._model(task.stage)
-        return self._claims.claim(task, ctx, request, model, create, partial(self._stopped, task))
+        return self._claims.claim(task, ctx, request, model, create, partial(self.stopped, task))
 
-    def _withdraw(self, cid: str) -> None:
+    def withdraw(self, cid: str) -> None:
+        """Remove a container that holds GPUs it will not use (before a second try claims
+        them again)."""
         self._claims.withdraw(cid)
 
     # -- running -------------------------------------------------------------------
@@ -283,7 +284,7 @@ class LocalTarget(Target):
                     self._pools[key] = workers.Pool(self, task)
                 pool = self._pools[key]
             return pool.run(task, ctx)
-        return calls.run(task, ctx, self.store.root, self._interpreters, self._run_task)
+        return calls.run(task, ctx, self.store.root, self.interpreters, self._run_task)
 
     def _run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
         eng = self.docker()
@@ -297,8 +298,7 @@ class LocalTarget(Target):
         try:
             spec, cid = self._create(task, ctx)
         except Ended as ended:
-            with self._lock:
-                self._stopping.discard(task.key)
+            self.detach(task)
             return ended.end
         try:
             if not spec.gpu_uuids:
@@ -312,12 +312,10 @@ class LocalTarget(Target):
                 self._report_usage(task, ctx, report, stopped=end.state == TaskState.STOPPED)
             return TaskEnd(end.state, end.exit_code, end.message, gpu_use=report)
         finally:
-            with self._lock:
-                self._containers.pop(task.key, None)
-                self._stopping.discard(task.key)
-            self._remove_later(cid)
+            self.detach(task)
+            self.remove_later(cid)
 
-    def _remove_later(self, cid: str) -> None:
+    def remove_later(self, cid: str) -> None:
         """Remove an ended container without holding up the next task (as ``docker run
         --rm`` leaves it to the daemon); :meth:`cleanup` waits for these removals."""
 
@@ -330,43 +328,62 @@ class LocalTarget(Target):
     def _create(self, task: Task, ctx: TaskContext) -> tuple[ContainerSpec, str]:
         """Create the task's container: with its GPUs, once the queue gives them."""
         stage = task.stage
-        offer = self._offer_for(stage)
-        work = self._work.get(task.run_id)
+        self._offer_for(stage)  # none planned: refused before a container is made
         made: list[ContainerSpec] = []
 
         def create(uuids: tuple[str, ...]) -> str:
-            spec = spec_for(task, uuids, str(work) if work is not None else None)
+            spec = self.container_spec(task, uuids)
             if stage.function is not None:  # its runtime, its call folder, its Python
                 from nodus_cli.targets.local import calls
 
-                python = self._interpreters.get(stage.image, calls.INTERPRETER)
+                python = self.interpreters.get(stage.image, calls.INTERPRETER)
                 spec = calls.container(spec, task, self.store.root, python)
-            owned = {**spec.labels, LABEL_OWNER: me().label, LABEL_HOME: str(self.store.root)}
-            made.append(replace(spec, labels=owned))
-            return self._create_container(made[-1], task)
+            made.append(spec)
+            return self.create_container(spec, task)
 
         if stage.requirements.wants_gpu:
-            uuids, cid = self._claim(task, ctx, create)
+            uuids, cid = self.claim(task, ctx, create)
         else:
             uuids, cid = (), create(())
         spec = made[-1]  # the one kept (a raced creation is withdrawn and made again)
-        with self._lock:
-            self._containers[task.key] = cid
+        self.attach(task, cid)
         if task.item is None:
             shown = f" on {', '.join(uuids)}" if uuids else ""
             ctx.say(f"stage {stage.name}: starting {stage.image}{shown}")
         # Recorded once the container exists: from here its GPUs show as taken.
         ctx.submitted()
-        slots = self._slots(stage)
-        ctx.started(
-            Started(
-                devices=uuids,
-                node=offer.machine_id,
-                price_per_hour=offer.price_per_hour / max(1, slots),
-                config=offer.as_json(),
-            )
-        )
+        ctx.started(self.started_on(stage, uuids))
         return spec, cid
+
+    def container_spec(self, task: Task, uuids: tuple[str, ...]) -> ContainerSpec:
+        """The container of ``task`` on the GPUs ``uuids``: its stage's (limits, labels,
+        mounts, the run's work folder), labelled with who made it and where it is recorded."""
+        work = self._work.get(task.run_id)
+        spec = spec_for(task, uuids, str(work) if work is not None else None)
+        owned = {**spec.labels, LABEL_OWNER: me().label, LABEL_HOME: str(self.store.root)}
+        return replace(spec, labels=owned)
+
+    def started_on(self, stage: Stage, uuids: tuple[str, ...]) -> Started:
+        """Where a task of ``stage`` on ``uuids`` runs, as its context is told: this
+        machine's planned configuration, its price shared by the tasks it holds at once."""
+        offer = self._offer_for(stage)
+        return Started(
+            devices=uuids,
+            node=offer.machine_id,
+            price_per_hour=offer.price_per_hour / max(1, self._slots(stage)),
+            config=offer.as_json(),
+        )
+
+    def attach(self, task: Task, cid: str) -> None:
+        """``task`` runs in the container ``cid`` now: :meth:`stop_task` kills it."""
+        with self._lock:
+            self._containers[task.key] = cid
+
+    def detach(self, task: Task) -> None:
+        """``task`` is over here: its container is no longer its, its stop forgotten."""
+        with self._lock:
+            self._containers.pop(task.key, None)
+            self._stopping.discard(task.key)
 
     def _slots(self, stage: Stage) -> int:
         """How many tasks of a fan-out stage share this machine's price (1 otherwise)."""
@@ -380,7 +397,7 @@ class LocalTarget(Target):
             return max(1, sum(int(g.nominal_memory_gb // req.peak_memory_gb) for g in matching))
         return max(1, len(matching) // req.gpu_count)
 
-    def _create_container(self, spec: ContainerSpec, task: Task) -> str:
+    def create_container(self, spec: ContainerSpec, task: Task) -> str:
         body = engine_config(spec)
         eng = self.docker()
         for attempt in (1, 2):
@@ -409,15 +426,15 @@ class LocalTarget(Target):
         self, task: Task, ctx: TaskContext, cid: str, spec: ContainerSpec, since: float
     ) -> TaskEnd:
         eng = self.docker()
-        if self._stopped(task):  # stopped between its creation and now: never start it
+        if self.stopped(task):  # stopped between its creation and now: never start it
             return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus before it started")
         try:
             eng.start(cid)
         except engine.EngineError as exc:
-            return self._start_failed(exc, task, ctx)
+            return endings.start_failed(exc, task, ctx)
         except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
             return TaskEnd(TaskState.INFRASTRUCTURE, 1, lost(exc))
-        if self._stopped(task):  # the stop's kill came before the start: kill it now
+        if self.stopped(task):  # the stop's kill came before the start: kill it now
             with contextlib.suppress(engine.EngineFailure):
                 eng.kill(cid)
         self._say_ports(task, ctx)
@@ -430,11 +447,11 @@ class LocalTarget(Target):
         if isinstance(waited, TaskEnd):
             return waited
         code = waited
-        if self._stopped(task):
+        if self.stopped(task):
             return TaskEnd(TaskState.STOPPED, code, "stopped by nodus")
         if code == 0:
             return TaskEnd(TaskState.EXITED, 0)
-        return self._classify_exit(cid, code, since, spec)
+        return endings.classify_exit(eng, cid, code, since, spec)
 
     def _wait(self, task: Task, cid: str) -> int | TaskEnd:
         """The container's exit code, or how the task ended when it cannot be waited for."""
@@ -445,7 +462,7 @@ class LocalTarget(Target):
             except engine.EngineTimeout:
                 continue
             except engine.EngineUnreachable as exc:
-                if self._stopped(task):
+                if self.stopped(task):
                     return TaskEnd(TaskState.STOPPED, 137, "stopped by nodus")
                 if not eng.alive():
                     return TaskEnd(
@@ -455,7 +472,7 @@ class LocalTarget(Target):
                         f"({exc.reason})",
                     )
             except engine.EngineError as exc:
-                if self._stopped(task):
+                if self.stopped(task):
                     return TaskEnd(TaskState.STOPPED, 137, "stopped by nodus")
                 if exc.status == 404:
                     return TaskEnd(
@@ -463,7 +480,8 @@ class LocalTarget(Target):
                     )
                 return TaskEnd(TaskState.INFRASTRUCTURE, 1, f"the engine failed: {exc.message}")
 
-    def _stopped(self, task: Task) -> bool:
+    def stopped(self, task: Task) -> bool:
+        """Whether nodus stopped ``task`` (:meth:`stop_task`)."""
         with self._lock:
             return task.key in self._stopping
 
@@ -475,62 +493,6 @@ class LocalTarget(Target):
         if cid is not None:
             with contextlib.suppress(engine.EngineFailure):
                 self.docker().kill(cid)
-
-    def _start_failed(self, exc: engine.EngineError, task: Task, ctx: TaskContext) -> TaskEnd:
-        text = exc.message
-        lowered = text.lower()
-        if "could not select device driver" in lowered:
-            raise NotRunnable(
-                f"the engine cannot hand GPUs to containers: {text}",
-                hint="install the NVIDIA Container Toolkit (nvidia-container-toolkit) and "
-                "restart dockerd",
-            )
-        if "port is already allocated" in lowered or "address already in use" in lowered:
-            raise NotRunnable(
-                f"stage {task.stage.name!r} cannot publish its ports: {text}",
-                hint="free that port, or choose another host port in `ports`",
-            )
-        missing = any(m in lowered for m in _NOT_FOUND_MARKERS)
-        denied = "permission denied" in lowered
-        if exc.status >= 500 and not (missing or denied):
-            return TaskEnd(
-                TaskState.INFRASTRUCTURE, 1, f"the engine failed to start the container: {text}"
-            )
-        # The workload's command cannot be started: its failure, exit codes as `docker run`.
-        ctx.say(f"{label(task)}: cannot start its command: {text}")
-        return TaskEnd(
-            TaskState.CANNOT_START,
-            127 if missing else 126,
-            f"its command could not be started: {text}",
-        )
-
-    def _classify_exit(self, cid: str, code: int, since: float, spec: ContainerSpec) -> TaskEnd:
-        """A non-zero exit: the workload's own, out of memory, or killed from outside."""
-        try:
-            events = self.docker().events(
-                since - 1.0, time.time(), {"container": [cid], "event": ["kill", "oom"]}
-            )
-        except engine.EngineFailure:
-            events = []
-        actions = [str(e.get("Action") or e.get("status") or "") for e in events]
-        if "oom" in actions:
-            return TaskEnd(
-                TaskState.OUT_OF_MEMORY,
-                code,
-                f"out of memory: it reached {memory_limit(spec.memory_bytes)}; raise memory_gb "
-                "in [requirements]",
-            )
-        kills = [e for e in events if (e.get("Action") or e.get("status")) == "kill"]
-        if kills:
-            attrs = (kills[0].get("Actor") or {}).get("Attributes") or {}
-            sig = attrs.get("signal", "?")
-            return TaskEnd(
-                TaskState.KILLED,
-                code,
-                f"killed from outside nodus (signal {sig}); not retried: an outside kill is "
-                "a decision, not a failure of the machine",
-            )
-        return TaskEnd(TaskState.EXITED, code)
 
     def _say_ports(self, task: Task, ctx: TaskContext) -> None:
         for p in task.stage.ports:
@@ -662,11 +624,11 @@ class LocalTarget(Target):
         found = self._local_gpus(None)
         picture = self._claims.picture()
         host = socket.gethostname()
-        models: dict[str, list[machine.LocalGpu]] = {}
+        models: dict[str, list[smi.LocalGpu]] = {}
         for g in found:
             models.setdefault(g.family or g.product, []).append(g)
 
-        def node(key: str, model: str | None, gpus: list[machine.LocalGpu]) -> NodeInfo:
+        def node(key: str, model: str | None, gpus: list[smi.LocalGpu]) -> NodeInfo:
             ids = {g.uuid for g in gpus}
             busy = set() if picture is None else {u for u in ids if picture.use(u).holders}
             queued = 0 if picture is None else sum(1 for w in picture.waiters if w.wants & ids)

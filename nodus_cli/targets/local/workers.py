@@ -3,16 +3,23 @@
 A map of 1,000 small calls would spend most of its time starting 1,000 containers. On the
 local engine the items of a function map go to a pool of worker containers instead, one
 per allocation (a GPU, a shared-GPU slot sized by memory, or a CPU slot: each got through
-the machine-wide queue, :meth:`LocalTarget._claim`, as any task's), each taking the next
+the machine-wide queue, :meth:`Host.claim`, as any task's), each taking the next
 item when it finishes one. The driver still runs one task per item (records, retries,
 budget, the item's own log lines are as for any fan-out stage); only where a task runs
 changes. A map of 1,000 small calls makes as many containers as run at once.
 
-- **One item at a time per worker.** The caller writes a request (one JSON line) into the
-  worker's ``requests`` FIFO; the runtime answers ``done ITEM CODE`` on ``replies``. The
-  values pass through the item's folder, as for one container per call; the item's
-  stdout and stderr go to files there, followed while it runs and shown as that item's
-  output (``nodus logs --item N``).
+- **One item at a time per worker**, in the warm-worker protocol, whose table and version
+  are the runtime's (:mod:`nodus_cli.functions.bootstrap`): the worker says ``hello``
+  with its version first (another version than this nodus's is refused, saying so, and
+  every item of the stage fails with those words); the caller writes a ``call`` into the
+  worker's ``requests`` FIFO; the runtime answers ``done`` on ``replies``. Each FIFO has
+  one writer: that the container ended comes from the engine, through a pipe of the
+  caller's own (:meth:`Pool._watch` writes there, never into ``replies``). The values
+  pass through the item's folder, as for one container per call; the item's stdout and
+  stderr go to files there, followed while it runs and shown as that item's output
+  (``nodus logs --item N``). They are regular files, which a read never waits on: they
+  are looked at every :data:`_FOLLOW_EVERY` seconds while no reply comes (a FIFO would
+  stall a function that prints while its caller is slow, and kill it with the caller).
 - **A worker keeps its allocation's exact devices for its life** (its container holds
   them, as a task's does), and the requirements' memory limit.
 - **A worker that dies fails only its current item**, with the reason (out of memory with
@@ -26,42 +33,40 @@ changes. A map of 1,000 small calls makes as many containers as run at once.
 
 State survives between the calls a worker runs (module globals, the working directory,
 threads): a function that must start clean belongs in ``client.run`` (one container each).
+
+The pool drives its target through :class:`Host`, the small public surface
+:class:`~.target.LocalTarget` offers its workers (claim, create, withdraw, attach...):
+this module never imports the target, which creates the pools.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import select
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from nodus_cli.functions import runtime
+from nodus_cli.functions import bootstrap, runtime
 from nodus_cli.functions.layout import CALL_IN_CONTAINER, RUNTIME_IN_CONTAINER, CallFolder
 from nodus_cli.structs import field, replace, struct
 from nodus_cli.targets import calls
 from nodus_cli.targets.base import OutputLines, Started, Task, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.docker import engine
-from nodus_cli.targets.docker.containers import (
-    LABEL_HOME,
-    LABEL_ITEM,
-    LABEL_OWNER,
-    ContainerSpec,
-    container_name,
-    spec_for,
-)
+from nodus_cli.targets.docker.containers import LABEL_ITEM, ContainerSpec, container_name
 from nodus_cli.targets.local import calls as local_calls
+from nodus_cli.targets.local import endings
 from nodus_cli.targets.local.claims import Ended, lost
-from nodus_cli.targets.local.owner import me
 
 if TYPE_CHECKING:
-    from nodus_cli.targets.local.target import LocalTarget
+    from nodus_cli.records import RunStore
+    from nodus_cli.workload import Stage
 
-__all__ = ["LABEL_WORKER", "Pool"]
+__all__ = ["LABEL_WORKER", "Host", "Pool", "refusal"]
 
 #: On a worker container: its name within the map (``w0``, ``w1`` ...).
 LABEL_WORKER = "nodus.worker"
@@ -69,6 +74,36 @@ LABEL_WORKER = "nodus.worker"
 _ITEM_ENV = ("NODUS_ITEM", "NODUS_ITEM_INDEX", "NODUS_ITEM_COUNT")
 #: How often the output of an item that runs is looked at (seconds).
 _FOLLOW_EVERY = 0.1
+
+
+class Host(Protocol):
+    """What a pool needs of its target (:class:`~.target.LocalTarget`)."""
+
+    store: RunStore
+    #: The interpreter found per image (``python3``, else ``python``).
+    interpreters: dict[str, str]
+
+    def docker(self) -> engine.Engine: ...
+
+    def container_spec(self, task: Task, uuids: tuple[str, ...]) -> ContainerSpec: ...
+
+    def claim(
+        self, task: Task, ctx: TaskContext, create: Callable[[tuple[str, ...]], str]
+    ) -> tuple[tuple[str, ...], str]: ...
+
+    def create_container(self, spec: ContainerSpec, task: Task) -> str: ...
+
+    def withdraw(self, cid: str) -> None: ...
+
+    def started_on(self, stage: Stage, uuids: tuple[str, ...]) -> Started: ...
+
+    def attach(self, task: Task, cid: str) -> None: ...
+
+    def detach(self, task: Task) -> None: ...
+
+    def stopped(self, task: Task) -> bool: ...
+
+    def remove_later(self, cid: str) -> None: ...
 
 
 @struct
@@ -79,7 +114,13 @@ class _Worker:
     started: Started
     requests: int  # our end of the FIFOs (read-write: never blocks, never EOF)
     replies: int
+    #: The watcher's own channel (a pipe): it writes there once the container has ended.
+    ended: int
+    watcher_end: int
+    #: As the caller's reading found it: False once the end was read (every reply first).
     alive: bool = True
+    greeted: bool = False
+    #: Set by the watcher when the container has ended.
     exit_code: int | None = None
     pending: bytes = b""
     #: Each end is closed once (a number closed twice may be someone else's by then).
@@ -94,11 +135,13 @@ class _Worker:
                 os.close(fd)
 
     def close_replies(self) -> None:
+        """What we read: the replies, and the watcher's pipe (its end is the watcher's)."""
         with self.ends:
-            fd, self.replies = self.replies, -1
-        if fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            fds, self.replies, self.ended = (self.replies, self.ended), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     @property
     def retired(self) -> bool:
@@ -108,7 +151,7 @@ class _Worker:
 class Pool:
     """The workers of one function-map stage of a run."""
 
-    def __init__(self, target: LocalTarget, task: Task) -> None:
+    def __init__(self, target: Host, task: Task) -> None:
         self.target = target
         self.stage = task.stage
         self.folder: CallFolder = calls.folder_of(task, target.store.root)
@@ -118,7 +161,8 @@ class Pool:
         self.everyone: dict[str, _Worker] = {}
         self.handed: set[int] = set()
         self.numbers = itertools.count()
-        #: Why no worker can start here (an image without Python): every item ends so.
+        #: Why no worker can serve here (an image without Python, a runtime of another
+        #: protocol): every item ends so.
         self.broken: TaskEnd | None = None
         self.closed = False
 
@@ -132,7 +176,7 @@ class Pool:
             worker = None
             while self.idle and worker is None:
                 worker = self.idle.pop()
-                if not worker.alive:  # it died idle (killed from outside): replaced
+                if not worker.alive or worker.exit_code is not None:  # died idle: replaced
                     self.everyone.pop(worker.name, None)
                     self._retire(worker)
                     worker = None
@@ -146,52 +190,65 @@ class Pool:
         else:
             ctx.submitted()
             ctx.started(worker.started)
-        target = self.target
-        with target._lock:
-            target._containers[task.key] = worker.cid
+        self.target.attach(task, worker.cid)
         try:
             end = self._call(worker, task, ctx)
         finally:
-            with target._lock:
-                target._containers.pop(task.key, None)
-                target._stopping.discard(task.key)
+            self.target.detach(task)
             self._put_back(worker)
         item = self.folder.item(task.item.index)
         return calls.ended(task, end, item)
 
     def _call(self, worker: _Worker, task: Task, ctx: TaskContext) -> TaskEnd:
         assert task.item is not None
-        index = task.item.index
-        env = {k: v for k, v in task.environment(None).items() if k in _ITEM_ENV}
-        request = json.dumps({"item": str(index), "env": env}) + "\n"
+        index = str(task.item.index)
         since = time.time()
-        output = _Output(self.folder.item(index), OutputLines(ctx.emit))
-        try:
-            os.write(worker.requests, request.encode("utf-8"))
-        except (OSError, ValueError):
-            worker.alive = False
+        if not worker.greeted and (refused := self._greet(worker)) is not None:
+            return refused
+        env = {k: v for k, v in task.environment(None).items() if k in _ITEM_ENV}
+        output = _Output(self.folder.item(task.item.index), OutputLines(ctx.emit))
+        if worker.alive:
+            try:
+                os.write(worker.requests, bootstrap.encode(bootstrap.CALL, item=index, env=env))
+            except (OSError, ValueError):
+                worker.alive = False
         while worker.alive:
-            reply = _reply(worker, _FOLLOW_EVERY)
-            if reply is None:
+            line = _next(worker, _FOLLOW_EVERY)
+            if line is None:
                 output.follow()
                 continue
-            word, _, rest = reply.partition(" ")
-            if word == "done" and rest.split(" ")[0] == str(index):
-                output.finish()
-                return TaskEnd(TaskState.EXITED, int(rest.split(" ")[1]))
-            if word == "exited":
-                worker.alive = False
+            with contextlib.suppress(ValueError, KeyError, TypeError):  # not a done: ignored
+                message = bootstrap.decode(line)
+                if message[bootstrap.KIND] == bootstrap.DONE and message.get("item") == index:
+                    output.finish()
+                    return TaskEnd(TaskState.EXITED, int(message["code"]))
         output.finish()
         code = worker.exit_code if worker.exit_code is not None else 137
-        if self.target._stopped(task):
+        if self.target.stopped(task):
             return TaskEnd(TaskState.STOPPED, code, "stopped by nodus")
-        end = self.target._classify_exit(worker.cid, code, since, worker.spec)
+        return endings.classify_exit(self.target.docker(), worker.cid, code, since, worker.spec)
+
+    def _greet(self, worker: _Worker) -> TaskEnd | None:
+        """Wait for a new worker's hello: None when it speaks this nodus's protocol (or
+        died first: the item then says how); else the end of every item of the stage."""
+        line = None
+        while line is None and worker.alive:
+            line = _next(worker, _FOLLOW_EVERY)
+        if line is None:
+            return None
+        words = refusal(line, runtime.ensure(self.target.store.root))
+        if words is None:
+            worker.greeted = True
+            return None
+        end = TaskEnd(TaskState.CANNOT_START, bootstrap.EXIT_RUNTIME, words)
+        with self.lock:
+            self.broken = end
         return end
 
     def _put_back(self, worker: _Worker) -> None:
-        """Idle again, or retired: dead, or every item handed out already."""
+        """Idle again, or retired: dead, refused, or every item handed out already."""
         with self.lock:
-            done = len(self.handed) >= self.count or self.closed
+            done = len(self.handed) >= self.count or self.closed or self.broken is not None
             if worker.alive and not done:
                 self.idle.append(worker)
                 return
@@ -202,7 +259,7 @@ class Pool:
 
     def _start(self, task: Task, ctx: TaskContext) -> _Worker | TaskEnd:
         """A new worker for ``task`` (its allocation through the queue), started."""
-        interpreters, image = self.target._interpreters, self.stage.image
+        interpreters, image = self.target.interpreters, self.stage.image
         python = interpreters.get(image, local_calls.INTERPRETER)
         found = self._start_with(task, ctx, python)
         if _missing(found) and python != "python":
@@ -225,46 +282,40 @@ class Pool:
         def create(uuids: tuple[str, ...]) -> str:
             spec = self._spec(task, uuids, name, python)
             made.append(spec)
-            return target._create_container(spec, task)
+            return target.create_container(spec, task)
+
+        def close() -> None:
+            os.close(requests)
+            os.close(replies)
 
         try:
             if self.stage.requirements.wants_gpu:
-                uuids, cid = target._claim(task, ctx, create)
+                uuids, cid = target.claim(task, ctx, create)
             else:
                 uuids, cid = (), create(())
         except Ended as ended:
-            os.close(requests)
-            os.close(replies)
+            close()
             return ended.end
         except BaseException:
-            os.close(requests)
-            os.close(replies)
+            close()
             raise
         spec = made[-1]
-        with target._lock:
-            target._containers[task.key] = cid
+        target.attach(task, cid)
         ctx.submitted()
         try:
             target.docker().start(cid)
         except engine.EngineError as exc:
-            os.close(requests)
-            os.close(replies)
-            target._withdraw(cid)  # before a second try claims the same GPUs
-            return target._start_failed(exc, task, ctx)
+            close()
+            target.withdraw(cid)  # before a second try claims the same GPUs
+            return endings.start_failed(exc, task, ctx)
         except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
-            os.close(requests)
-            os.close(replies)
-            target._withdraw(cid)
+            close()
+            target.withdraw(cid)
             return TaskEnd(TaskState.INFRASTRUCTURE, 1, lost(exc))
-        offer = target._offer_for(self.stage)
-        started = Started(
-            devices=uuids,
-            node=offer.machine_id,
-            price_per_hour=offer.price_per_hour / max(1, target._slots(self.stage)),
-            config=offer.as_json(),
-        )
+        started = target.started_on(self.stage, uuids)
         ctx.started(started)
-        worker = _Worker(name, cid, spec, started, requests, replies)
+        watched, watcher_end = os.pipe()
+        worker = _Worker(name, cid, spec, started, requests, replies, watched, watcher_end)
         with self.lock:
             self.everyone[name] = worker
         threading.Thread(
@@ -273,12 +324,9 @@ class Pool:
         return worker
 
     def _spec(self, task: Task, uuids: tuple[str, ...], name: str, python: str) -> ContainerSpec:
-        work = self.target._work.get(task.run_id)
-        spec = spec_for(task, uuids, str(work) if work is not None else None)
+        spec = self.target.container_spec(task, uuids)
         labels = {k: v for k, v in spec.labels.items() if k != LABEL_ITEM}
-        labels.update(
-            {LABEL_WORKER: name, LABEL_OWNER: me().label, LABEL_HOME: str(self.target.store.root)}
-        )
+        labels[LABEL_WORKER] = name
         base = container_name(replace(task, item=None))
         argv = runtime.worker_command(python, RUNTIME_IN_CONTAINER, CALL_IN_CONTAINER, name)
         return replace(
@@ -292,7 +340,8 @@ class Pool:
         )
 
     def _watch(self, worker: _Worker) -> None:
-        """Wait for the worker's container to end; then say so on its replies."""
+        """Wait for the worker's container to end; then say so on the watcher's own pipe
+        (the only writer there, as the runtime is on the replies)."""
         eng = self.target.docker()
         while True:
             try:
@@ -309,20 +358,15 @@ class Pool:
                 code = 1
                 break
         worker.exit_code = code
-        worker.alive = False
-        if worker.retired:  # nobody reads its replies any more
-            worker.close_replies()
-            return
-        with worker.ends, contextlib.suppress(OSError):
-            if worker.replies >= 0:
-                os.write(worker.replies, f"exited {code}\n".encode())
+        with contextlib.suppress(OSError):  # a reader gone already: nobody to tell
+            os.write(worker.watcher_end, b"\n")
+        os.close(worker.watcher_end)
 
     def _retire(self, worker: _Worker) -> None:
         """End a worker: it reads the end of its requests and exits; then its container goes."""
         worker.close_requests()
-        if not worker.alive:  # its watcher has said so already (or will find it closed)
-            worker.close_replies()
-        self.target._remove_later(worker.cid)
+        worker.close_replies()
+        self.target.remove_later(worker.cid)
 
     def close(self) -> None:
         """The stage (or run) is over: every worker goes."""
@@ -336,6 +380,28 @@ class Pool:
             worker.close_replies()
 
 
+def refusal(hello: bytes, runtime_folder: Path) -> str | None:
+    """Why a worker whose first reply is ``hello`` cannot serve this nodus (None when it
+    speaks this nodus's protocol); ``runtime_folder`` is the runtime it was given."""
+    try:
+        message = bootstrap.decode(hello)
+    except ValueError:
+        message = {}
+    theirs: Any = message.get("protocol")
+    if message.get(bootstrap.KIND) == bootstrap.HELLO and theirs == bootstrap.PROTOCOL:
+        return None
+    said = (
+        f"speaks warm-worker protocol {theirs}"
+        if message.get(bootstrap.KIND) == bootstrap.HELLO
+        else f"began with {hello[:80].decode('utf-8', 'replace').strip()!r}, not a hello"
+    )
+    return (
+        f"the worker's runtime {said}, and this nodus speaks protocol {bootstrap.PROTOCOL}: "
+        f"the runtime in {runtime_folder} is not this nodus's own; remove that folder, and "
+        "the next run builds it again"
+    )
+
+
 def _missing(found: _Worker | TaskEnd) -> bool:
     """The image has no such interpreter (the container's command was not found)."""
     return (
@@ -345,15 +411,20 @@ def _missing(found: _Worker | TaskEnd) -> bool:
     )
 
 
-def _reply(worker: _Worker, timeout: float) -> str | None:
-    """The next line on the worker's replies, or None after ``timeout`` seconds."""
+def _next(worker: _Worker, timeout: float | None) -> bytes | None:
+    """The worker's next line on its replies; None after ``timeout`` seconds without one,
+    or once its container has ended (``alive`` turns False) and every line it wrote
+    before is read."""
     while b"\n" not in worker.pending:
         try:
-            ready, _, _ = select.select([worker.replies], [], [], timeout)
+            ready, _, _ = select.select([worker.replies, worker.ended], [], [], timeout)
         except (OSError, ValueError):
             worker.alive = False
-            return "exited"
+            return None
         if not ready:
+            return None
+        if worker.replies not in ready:  # ended, and nothing more on the replies
+            worker.alive = False
             return None
         try:
             chunk = os.read(worker.replies, 4096)
@@ -361,10 +432,10 @@ def _reply(worker: _Worker, timeout: float) -> str | None:
             continue
         except OSError:
             worker.alive = False
-            return "exited"
+            return None
         worker.pending += chunk
     line, _, worker.pending = worker.pending.partition(b"\n")
-    return line.decode("utf-8", "replace").strip()
+    return line
 
 
 class _Output:

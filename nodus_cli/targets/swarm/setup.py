@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from nodus_cli.errors import NodusError
+from nodus_cli.hardware import smi
 from nodus_cli.structs import field, struct
-from nodus_cli.targets.local import machine
 
 __all__ = ["RUNTIME_CONFIG", "SWARM_RESOURCE", "NodeSetup", "init_node", "node_settings"]
 
@@ -45,13 +45,13 @@ def init_node(
     price: float | None, machine_id: str | None, apply: bool, daemon_json: Path
 ) -> NodeSetup:
     """The settings for this machine's GPUs; with ``apply``, written and set."""
-    settings = node_settings(machine.query_gpus(), price, machine_id)
+    settings = node_settings(smi.query_gpus(), price, machine_id)
     applied = _apply(settings, daemon_json) if apply else []
     return NodeSetup(settings, daemon_json, _runtime_config(), applied)
 
 
 def node_settings(
-    found: list[machine.LocalGpu], price: float | None, machine_id: str | None
+    found: list[smi.LocalGpu], price: float | None, machine_id: str | None
 ) -> dict[str, Any]:
     """The daemon settings and node labels that make this machine a GPU node for nodus."""
     if not found:

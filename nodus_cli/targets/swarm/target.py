@@ -62,7 +62,7 @@ from nodus_cli.targets.swarm.services import (
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
     from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
-    from nodus_cli.records import RunRecord
+    from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
 __all__ = ["SwarmTarget"]
@@ -80,7 +80,7 @@ class SwarmTarget(Target):
         "label the nodes nodus.price_per_hour=USD, or nodus.machine_id=ID for its catalog price"
     )
 
-    def __init__(self, store: Any, catalog: str | None = None) -> None:
+    def __init__(self, store: RunStore, catalog: str | None = None) -> None:
         super().__init__(store, catalog)
         self.explain_after = _seconds("NODUS_PENDING_EXPLAIN_SECONDS", 3.0)
         self._api: SwarmApi | None = None

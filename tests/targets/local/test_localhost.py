@@ -16,6 +16,7 @@ from machine_support import FAKE_BIN, machine  # noqa: F401 - a fixture
 
 from nodus_cli import config
 from nodus_cli.errors import NodusError
+from nodus_cli.hardware import smi
 from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.images import ensure as ensure_image
 from nodus_cli.targets.local import machine as localhost
@@ -46,7 +47,7 @@ def test_gpus_are_discovered_with_nvidia_smi(
     machine: pytest.MonkeyPatch, fixture: str, families: list[str], memory: float
 ) -> None:
     machine.setenv("NODUS_FAKE_GPUS", fixture)
-    found = localhost.query_gpus()
+    found = smi.query_gpus()
     assert [g.family for g in found] == families
     assert {g.nominal_memory_gb for g in found} == {memory}
     assert [g.index for g in found] == list(range(len(found)))
@@ -58,10 +59,10 @@ def test_gpus_are_discovered_with_nvidia_smi(
 
 def test_a_mixed_machine_is_one_offer_per_model(machine: pytest.MonkeyPatch) -> None:
     machine.setenv("NODUS_FAKE_GPUS", "mixed")
-    found = localhost.query_gpus()
+    found = smi.query_gpus()
     offers = {o.gpu: o.gpu_count for o in localhost.offers(found)}
     assert offers == {"L4": 2, "T4": 1}
-    assert localhost.describe(found) == "2× L4 24 GB, 1× T4 16 GB"
+    assert smi.describe(found) == "2× L4 24 GB, 1× T4 16 GB"
 
 
 @pytest.mark.parametrize(
@@ -76,16 +77,16 @@ def test_no_driver_or_no_gpu_is_no_gpus_not_an_error(
 ) -> None:
     if fake:
         machine.setenv("NODUS_FAKE_GPUS", fake)
-    assert localhost.query_gpus() == []
-    assert note in localhost.describe([])
+    assert smi.query_gpus() == []
+    assert note in smi.describe([])
     (offer,) = localhost.offers([])
     assert offer.gpu is None and offer.gpu_count == 0
 
 
 def test_no_nvidia_smi_on_path(machine: pytest.MonkeyPatch, tmp_path: Path) -> None:
     machine.setenv("PATH", str(tmp_path))
-    assert localhost.query_gpus() == []
-    assert "no nvidia-smi on PATH" in localhost.describe([])
+    assert smi.query_gpus() == []
+    assert "no nvidia-smi on PATH" in smi.describe([])
 
 
 # -- configuration -----------------------------------------------------------------------
@@ -125,7 +126,7 @@ def test_a_bad_configuration_is_a_clear_error(
 
 def test_sampling_tells_used_from_idle_gpus(machine: pytest.MonkeyPatch) -> None:
     machine.setenv("NODUS_FAKE_GPUS", "h100x8")
-    found = localhost.query_gpus()
+    found = smi.query_gpus()
     busy, idle, growing = found[0].uuid, found[1].uuid, found[2].uuid
     machine.setenv("NODUS_FAKE_GPU_UTIL", f"{busy}=55")
     sampler = Sampler((busy, idle, growing), interval=0.05)
@@ -262,6 +263,45 @@ def test_a_stalled_pull_is_a_clear_error_within_its_bound(machine: pytest.Monkey
         assert "made no progress pulling it for 0.5 s" in caught.value.message
         _, path = next(r for r in fake.requests if "/images/create" in r[1])
         assert "fromImage=localhost%3A5000%2Fteam%2Fimg" in path and "tag=2" in path
+
+
+def test_a_pull_shows_each_step_of_its_progress(machine: pytest.MonkeyPatch) -> None:
+    # Over the engine's socket as `docker pull` asks: a digest is the tag, and the
+    # progress comes as JSON documents, one a line or several in a chunk.
+    events = [
+        b'{"status":"Pulling from team/img","id":"2"}\r\n{"status":"Downloading","id":"a"}',
+        b'\r\n{"status":"Digest: sha256:abc"}{"status":"Downloaded newer image"}\r\n',
+    ]
+    seen: list[dict[str, Any]] = []
+    with FakeEngine() as fake:
+        fake.route("POST", API + "/images/create", chunked(events, "application/json"))
+        engine.Engine(fake.host).pull("localhost:5000/team/img@sha256:abc", seen.append, 5.0)
+        _, path = next(r for r in fake.requests if "/images/create" in r[1])
+    assert [e["status"] for e in seen] == [
+        "Pulling from team/img",
+        "Downloading",
+        "Digest: sha256:abc",
+        "Downloaded newer image",
+    ]
+    assert "fromImage=localhost%3A5000%2Fteam%2Fimg&tag=sha256%3Aabc" in path
+
+
+@pytest.mark.parametrize(
+    ("image", "asked"),
+    [
+        ("localhost:5000/team/img", "fromImage=localhost%3A5000%2Fteam%2Fimg&tag=latest"),
+        ("busybox:1.36", "fromImage=busybox&tag=1.36"),
+        ("busybox", "fromImage=busybox&tag=latest"),
+    ],
+)
+def test_a_pull_asks_for_the_repository_and_its_tag(
+    machine: pytest.MonkeyPatch, image: str, asked: str
+) -> None:
+    with FakeEngine() as fake:
+        fake.route("POST", API + "/images/create", chunked([b"{}"], "application/json"))
+        engine.Engine(fake.host).pull(image, lambda _: None, 5.0)
+        _, path = next(r for r in fake.requests if "/images/create" in r[1])
+    assert path.endswith("?" + asked)
 
 
 def test_a_failed_pull_says_why(machine: pytest.MonkeyPatch) -> None:

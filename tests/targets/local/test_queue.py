@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from nodus_cli.targets.local.machine import LocalGpu
+from nodus_cli.hardware.smi import LocalGpu
 from nodus_cli.targets.local.queue import (
     Holder,
     Ledger,

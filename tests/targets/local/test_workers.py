@@ -17,6 +17,7 @@ from calls_support import PY_IMAGE, client, python_images  # noqa: F401
 from docker_support import IMAGE, docker_client, engine_clean, uuids_of  # noqa: F401
 
 from nodus_cli import CallFailed, Client, RunStatus
+from nodus_cli.functions import bootstrap, runtime
 
 pytestmark = pytest.mark.docker
 
@@ -144,6 +145,29 @@ def test_an_image_without_python_fails_every_item_without_a_container_each(
         for r in results
     )
     assert created(docker_client, calls.id, t0) <= 4  # python3, then python, per slot at most
+
+
+def test_a_worker_of_another_protocol_version_is_refused_with_words(
+    client: Client, docker_client: Any, tmp_path: Path
+) -> None:
+    # The runtime this client mounts, made to speak the next version of the protocol.
+    rt = runtime.ensure(tmp_path / "home")
+    boot = rt / runtime.BOOTSTRAP
+    ours = f"\nPROTOCOL = {bootstrap.PROTOCOL}\n"
+    assert ours in boot.read_text()
+    boot.write_text(boot.read_text().replace(ours, f"\nPROTOCOL = {bootstrap.PROTOCOL + 1}\n"))
+    t0 = time.time()
+    calls = client.map(range(12), fn=where, image=PY_IMAGE, parallel=2)
+    results = calls.results(timeout=300)
+    assert not any(r.ok for r in results)
+    words = (
+        f"the worker's runtime speaks warm-worker protocol {bootstrap.PROTOCOL + 1}, and this "
+        f"nodus speaks protocol {bootstrap.PROTOCOL}: the runtime in {rt} is not this nodus's "
+        "own; remove that folder, and the next run builds it again"
+    )
+    assert all(isinstance(r.error, CallFailed) and words in r.error.message for r in results)
+    assert created(docker_client, calls.id, t0) <= 2  # one worker per slot at most, refused
+    assert docker_client.containers.list(all=True, filters={"label": f"nodus.run={calls.id}"}) == []
 
 
 def test_stopping_a_map_removes_its_workers(client: Client, docker_client: Any) -> None:

@@ -295,13 +295,13 @@ def test_init_node_on_a_machine_of_two_models_says_how_to_declare_one(
     from docker_support import FAKE_BIN
 
     from nodus_cli.errors import NodusError
-    from nodus_cli.targets.local import machine
+    from nodus_cli.hardware import smi
     from nodus_cli.targets.swarm import setup
 
     monkeypatch.setenv("PATH", f"{FAKE_BIN}:/usr/bin:/bin")
     monkeypatch.setenv("NODUS_FAKE_GPUS", "mixed")
     with pytest.raises(NodusError) as caught:
-        setup.node_settings(machine.query_gpus(), 1.0, None)
+        setup.node_settings(smi.query_gpus(), 1.0, None)
     assert caught.value.message.startswith("this machine has several GPU models (2× L4, 1× T4)")
     assert "so nodus declares one model per node" in caught.value.message
     hint = caught.value.hint or ""
