@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 from nodus_cli.hardware import gpus
-from nodus_cli.workload.tomlsource import Key
+from nodus_cli.workload.lineindex import Key
 
 #: Longer text is never a name, and regular expressions stay cheap on it.
 MAX_NAME = 64

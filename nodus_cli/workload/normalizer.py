@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nodus_cli import collector
+from nodus_cli.workload.lineindex import LineIndex
 from nodus_cli.workload.model import (
     DEFAULT_PRIORITY,
     REQUIREMENT_KEYS,
@@ -36,7 +37,7 @@ from nodus_cli.workload.rules import (
     stages,
     values,
 )
-from nodus_cli.workload.tomlsource import LineIndex, LoadFailure, parse, read_text
+from nodus_cli.workload.tomlsource import LoadFailure, parse, read_text
 
 __all__ = ["load_file", "load_text", "normalize"]
 

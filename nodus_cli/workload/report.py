@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from nodus_cli.errors import Problem, Severity
 from nodus_cli.text import bounded, middle, plural, safe
 from nodus_cli.workload.hints import MAX_NAME
-from nodus_cli.workload.tomlsource import Key, LineIndex, display_key
+from nodus_cli.workload.lineindex import Key, LineIndex, display_key
 
 __all__ = ["MAX_LOC", "MAX_PROBLEMS", "MAX_QUOTED", "Report", "clip", "toml"]
 

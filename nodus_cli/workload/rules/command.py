@@ -16,10 +16,10 @@ import re
 from typing import Any
 
 from nodus_cli.workload import environment
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import RESERVED_ENV
 from nodus_cli.workload.report import Report, toml
 from nodus_cli.workload.rules.values import NUL_CHARACTER
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["command", "entrypoint", "env", "shell_and_entrypoint"]
 

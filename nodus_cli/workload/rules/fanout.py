@@ -14,12 +14,12 @@ import os
 import stat
 from typing import Any
 
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import MAP_KEYS, MAX_MAP_ITEMS, MapSpec
 from nodus_cli.workload.report import MAX_QUOTED, Report, clip, toml
 from nodus_cli.workload.rules import keys
 from nodus_cli.workload.rules.paths import host_path
 from nodus_cli.workload.rules.values import MAX_NUMBER
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["MAX_OVER_BYTES", "map_spec"]
 

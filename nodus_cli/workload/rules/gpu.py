@@ -19,9 +19,9 @@ from nodus_cli.workload.hints import (
     model_and_count,
     tpu_message,
 )
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import ALLOWED_COUNTS
 from nodus_cli.workload.report import Report
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["name"]
 

@@ -20,6 +20,7 @@ from nodus_cli.workload.hints import (
     UNSUPPORTED_KEYS,
     foreign_fix,
 )
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import (
     MAP_KEYS,
     NESTED_ONLY,
@@ -28,7 +29,6 @@ from nodus_cli.workload.model import (
     WORKLOAD_ONLY,
 )
 from nodus_cli.workload.report import Report
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["Where", "check"]
 

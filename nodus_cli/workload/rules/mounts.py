@@ -13,11 +13,11 @@ import posixpath
 import re
 from typing import Any
 
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import Mount
 from nodus_cli.workload.report import Report, clip, toml
 from nodus_cli.workload.rules.paths import host_path
 from nodus_cli.workload.rules.values import NUL_CHARACTER
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["WORK_DIR", "distinct", "mounts"]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.report import Report, clip
 from nodus_cli.workload.rules.values import NUL_CHARACTER
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["host_path", "output_dir"]
 

@@ -15,9 +15,9 @@ import math
 import re
 from typing import Any
 
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import Port, Protocol
 from nodus_cli.workload.report import Report, clip, toml
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["WITH_MAP", "WITH_MAP_WHY", "distinct", "ports"]
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from nodus_cli.hardware import gpus
 from nodus_cli.workload.hints import MAX_NAME
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import (
     ALLOWED_COUNTS,
     ARCHES,
@@ -29,7 +30,6 @@ from nodus_cli.workload.model import (
 from nodus_cli.workload.report import Report, clip, toml
 from nodus_cli.workload.rules import gpu
 from nodus_cli.workload.rules.values import number, quantity
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["MIN_CPU", "MIN_MEMORY_GB", "requirements"]
 

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from nodus_cli.structs import replace
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import (
     FLAT_SHORTCUTS,
     NOT_INHERITED,
@@ -29,7 +30,6 @@ from nodus_cli.workload.model import (
 )
 from nodus_cli.workload.report import Report, clip, toml
 from nodus_cli.workload.rules import command, fanout, keys, mounts, ports, requirements, values
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["Inherited", "stages", "unused_requirements"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from nodus_cli.workload.duration import DURATION_HINT, parse_duration
 from nodus_cli.workload.hints import unquote_fix
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import DEFAULT_PRIORITY, PRIORITY_RANGE
 from nodus_cli.workload.report import Report, clip, toml
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = [
     "MAX_NUMBER",
