@@ -42,7 +42,7 @@ from nodus_cli.workload import Workload, from_json
 if TYPE_CHECKING:
     import subprocess
 
-    from nodus_cli.planning.planner import Plan
+    from nodus_cli.planning.plan import Plan
     from nodus_cli.targets.base import Preparation, Pulls, Target
 
 #: How long a submission waits for its background supervisor to place the first task.

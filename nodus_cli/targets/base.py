@@ -49,7 +49,8 @@ from nodus_cli.targets.usage import UsageReport
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
+    from nodus_cli.planning.plan import Plan, StagePlan
+    from nodus_cli.planning.ranking import RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 

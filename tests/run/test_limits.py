@@ -17,7 +17,9 @@ import pytest
 
 from nodus_cli.catalog import Offer
 from nodus_cli.errors import OverBudget
-from nodus_cli.planning.planner import Plan, no_history, plan_workload
+from nodus_cli.planning.plan import Plan
+from nodus_cli.planning.planner import plan_workload
+from nodus_cli.planning.ranking import no_history
 from nodus_cli.records import RunStatus, RunStore
 from nodus_cli.run import launcher, limits, spending
 from nodus_cli.run.driver import Outcome

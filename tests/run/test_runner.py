@@ -19,7 +19,9 @@ import pytest
 
 from nodus_cli.catalog import Offer
 from nodus_cli.errors import NotRunnable
-from nodus_cli.planning.planner import Plan, StagePlan, no_history, plan_workload
+from nodus_cli.planning.plan import Plan, StagePlan
+from nodus_cli.planning.planner import plan_workload
+from nodus_cli.planning.ranking import no_history
 from nodus_cli.records import RunStatus, RunStore, StageStatus
 from nodus_cli.run import launcher
 from nodus_cli.run.driver import Outcome

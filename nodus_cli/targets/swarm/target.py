@@ -61,7 +61,8 @@ from nodus_cli.targets.swarm.services import (
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
+    from nodus_cli.planning.plan import Plan, StagePlan
+    from nodus_cli.planning.ranking import RuntimeLookup
     from nodus_cli.records import RunRecord
     from nodus_cli.workload import Stage, Workload
 
@@ -115,7 +116,7 @@ class SwarmTarget(Target):
         return tuple(n.as_offer() for n in self._usable())
 
     def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
-        from nodus_cli.planning.planner import Candidate
+        from nodus_cli.planning.ranking import Candidate
 
         plan = super().plan(workload, history)
         nodes = self._all_nodes()
