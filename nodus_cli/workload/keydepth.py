@@ -6,8 +6,9 @@ problem with its line, or None. It reads the text once, linearly, whatever its s
 text it cannot follow is left to ``tomllib``, which stops there with a syntax error
 before it reaches anything later.
 
-Why: ``tomllib``'s work grows with the square of a key's depth, so one deep dotted key in
-a file of the size limit would keep ``nodus validate`` busy for minutes. No workload key
+Why: ``tomllib``'s work grows faster than a key's depth, so one deep dotted key in a file
+within the size limit would keep ``nodus validate`` busy far longer than any file should
+(benchmarks/README.md). No workload key
 is deeper than 3 (``stages.requirements.gpu``), so refusing more than 8 refuses nothing
 a workload means.
 """

@@ -171,7 +171,7 @@ def _syntax_problem(text: str, message: str) -> Problem:
 
 def _key_text(match: re.Match[str]) -> str:
     """``('stages', 'requirements')`` in a tomllib message -> ```stages.requirements```."""
-    import ast  # here: only a broken file pays for it
+    import ast  # lazy, for start-up: only a broken file pays for it
 
     try:
         parts = ast.literal_eval(match.group(0))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from typing import Any
 
 from nodus_cli.workload import environment
@@ -99,8 +100,6 @@ def shell_and_entrypoint(
     Reported at the command when the entrypoint is inherited, else at the entrypoint.
     """
     try:
-        import shlex
-
         words = shlex.split(text) if len(text) <= 1000 else []
     except ValueError:
         words = text.split()

@@ -11,6 +11,7 @@ host port.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from typing import Any
@@ -162,8 +163,6 @@ def _port_number(report: Report, number: int, key: Key) -> int | None:
 
 
 def _host_ip(report: Report, text: str, key: Key, shown: str) -> str | None:
-    import ipaddress  # only when an address is written
-
     try:
         return str(ipaddress.ip_address(text))
     except ValueError:

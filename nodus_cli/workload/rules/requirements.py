@@ -313,7 +313,7 @@ def _arch(report: Report, raw: Any, key: Key) -> str | None:
 
 @cache
 def _known_location(location: str) -> bool:
-    from nodus_cli.hardware import locations
+    from nodus_cli.hardware import locations  # lazy, for start-up: few files name a location
 
     try:
         return locations.is_known(location)
