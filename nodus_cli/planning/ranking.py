@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-from nodus_cli.catalog import Offer
 from nodus_cli.structs import struct
+
+if TYPE_CHECKING:
+    from nodus_cli.catalog import Offer
 
 __all__ = [
     "BASIS_PRICE",
@@ -39,7 +41,7 @@ BASIS_RUNTIME = "runtime_estimate"
 
 #: Measured runtime in seconds of (stage name, configuration), or None when never measured.
 #: ``records.RunStore.runtime_lookup`` builds one from the run records of a workload.
-RuntimeLookup = Callable[[str, Offer], float | None]
+RuntimeLookup = Callable[[str, "Offer"], float | None]
 
 
 def no_history(stage: str, offer: Offer) -> float | None:

@@ -319,6 +319,8 @@ class Target(ABC):
 
     def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
         """Plan every stage against :meth:`offers` (a target may add its own notes)."""
+        # Lazy, for start-up: the planner loads the catalog, which commands that never
+        # plan (runs, logs, stop) do not need.
         from nodus_cli.planning.planner import plan_workload
 
         plan = plan_workload(
