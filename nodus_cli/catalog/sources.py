@@ -163,7 +163,7 @@ class Fetched:
     attempts: int
 
 
-class Progress(Protocol):
+class FetchProgress(Protocol):
     """How a fetch reports itself (a progress bar, plain lines, or nothing)."""
 
     def start(self, source: Source, total: int | None) -> None: ...
@@ -248,7 +248,7 @@ def fetch(
     timeout: float = DEFAULT_TIMEOUT,
     retries: int = DEFAULT_RETRIES,
     backoff: float = DEFAULT_BACKOFF,
-    progress: Progress | None = None,
+    progress: FetchProgress | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Fetched:
     """Read ``source`` (conditionally when ``previous`` has validators); SourceError naming
@@ -309,7 +309,7 @@ def fetch(
 
 
 def _read_file(
-    source: Source, path: Path, previous: Validators | None, progress: Progress
+    source: Source, path: Path, previous: Validators | None, progress: FetchProgress
 ) -> Fetched:
     """A ``file://`` source; "not modified" (304) when its modification time and size are
     what the previous update saw."""
@@ -336,7 +336,7 @@ def _once(
     source: Source,
     headers: dict[str, str],
     attempt: int,
-    progress: Progress,
+    progress: FetchProgress,
     wait: float,
     deadline: float,
 ) -> Fetched:

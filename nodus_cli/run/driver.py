@@ -59,7 +59,15 @@ from nodus_cli.records import (
     now_iso,
 )
 from nodus_cli.run.budget import Allowance, BudgetClock
-from nodus_cli.run.events import Began, Context, Ended, Event, Raised, Submitted, Waiting
+from nodus_cli.run.events import (
+    Context,
+    Event,
+    TaskBegan,
+    TaskEnded,
+    TaskRaised,
+    TaskSubmitted,
+    TaskWaiting,
+)
 from nodus_cli.run.recorder import Recorder
 from nodus_cli.run.signals import (
     Cancelled,
@@ -68,7 +76,7 @@ from nodus_cli.run.signals import (
     restore_signal_handlers,
 )
 from nodus_cli.run.sink import NullSink, Output, Sink
-from nodus_cli.run.stage import StageResult, StageRun
+from nodus_cli.run.stage import StageEnd, StageRun
 from nodus_cli.structs import replace, struct
 from nodus_cli.targets.base import (
     Item,
@@ -303,7 +311,7 @@ class Runner:
             replace(base, item=Item(i, value, count)) for i, value in enumerate(stage.map.items)
         ]
 
-    def _run_stage(self, idx: int, stage: Stage) -> StageResult:
+    def _run_stage(self, idx: int, stage: Stage) -> StageEnd:
         tasks = self._tasks(idx, stage)
         state = StageRun(idx, stage, tasks, self.records)
         self._stage = state
@@ -335,9 +343,9 @@ class Runner:
             threading.current_thread().name = f"nodus-task-{task.key}"
             try:
                 end = self.target.run_task(task, Context(task, self.output, self.events))
-                event: Event = Ended(task, end)
+                event: Event = TaskEnded(task, end)
             except BaseException as exc:  # carried to the main thread, which decides
-                event = Raised(task, exc)
+                event = TaskRaised(task, exc)
             # Put once the lane is idle: the next task the driver gives then takes it.
             return partial(self.events.put, event)
 
@@ -362,12 +370,12 @@ class Runner:
         if run is None:
             return
         match event:
-            case Submitted(note=note):
+            case TaskSubmitted(note=note):
                 run.submitted_at = now_iso()
                 # (a fan-out item's record takes no configuration: not built per item)
                 planned = self._planned(task.stage) if task.item is None else None
                 state.submitted(task, run.submitted_at, planned, note)
-            case Waiting(message=message):
+            case TaskWaiting(message=message):
                 run.queued_at = run.queued_at or time.monotonic()
                 run.queued_for = message
                 state.waiting(task, message)
@@ -375,7 +383,7 @@ class Runner:
                     self._is_queued = True
                     self.records.queued()
                 self.say(message, task.stage.name)
-            case Began(info=info, at=at):
+            case TaskBegan(info=info, at=at):
                 run.started, run.rate, run.info = at, info.price_per_hour, info
                 if run.queued_at is not None:
                     self._admit(run)
@@ -385,10 +393,10 @@ class Runner:
                 elsewhere = bool(info.node) and self.target.name != "local"
                 state.began(task, info, f"running on node {info.node}" if elsewhere else None)
                 self._show_progress(state)
-            case Ended(end=end):
+            case TaskEnded(end=end):
                 self.running.pop(task.key, None)
                 self._on_end(task, run, end, state, waiting)
-            case Raised(error=error):
+            case TaskRaised(error=error):
                 self.running.pop(task.key, None)
                 if self._fatal is None:
                     self._fatal = error
@@ -471,10 +479,10 @@ class Runner:
             return StageStatus.SUCCEEDED
         return StageStatus.FAILED
 
-    def _stage_result(self, state: StageRun, total: int) -> StageResult:
+    def _stage_result(self, state: StageRun, total: int) -> StageEnd:
         stage, ends = state.stage, state.ends
         if self._fatal is not None:
-            return StageResult(StageStatus.FAILED, 1, str(self._fatal))
+            return StageEnd(StageStatus.FAILED, 1, str(self._fatal))
         if stage.map is None:
             rec = state.record
             if rec.status == StageStatus.PENDING:  # never launched: the budget or a stop
@@ -485,14 +493,14 @@ class Runner:
                 state.save()
             code = rec.exit_code if rec.exit_code is not None else 1
             if rec.status == StageStatus.SUCCEEDED:
-                return StageResult(rec.status, 0)
+                return StageEnd(rec.status, 0)
             if rec.status == StageStatus.BUDGET_EXHAUSTED:
                 why = f"stage {stage.name!r} stopped: {self._halt_reason}"
-                return StageResult(rec.status, EXIT_BUDGET, why)
+                return StageEnd(rec.status, EXIT_BUDGET, why)
             text = f"stage {stage.name!r} failed with exit code {code}"
             if rec.message:
                 text += f": {rec.message}"
-            return StageResult(rec.status, code, text)
+            return StageEnd(rec.status, code, text)
         # A fan-out stage: every task ran (or the budget/stop ended them).
         counts: dict[StageStatus, int] = {}
         for t in state.tasks.values():
@@ -534,7 +542,7 @@ class Runner:
             + f" in {elapsed:.1f}s",
             stage.name,
         )
-        return StageResult(rec.status, code, message)
+        return StageEnd(rec.status, code, message)
 
     def _say_usage(self, state: StageRun) -> None:
         """A fan-out stage's GPU use in one line: a request is not proof of use."""
@@ -631,11 +639,11 @@ class Runner:
                 event = self.events.get(timeout=0.2)
             except queue.Empty:
                 continue
-            if isinstance(event, Began):
+            if isinstance(event, TaskBegan):
                 self._stop_tasks()  # it was being created as the stop came
             if state is not None:
                 self._handle(event, state, deque())
-            elif isinstance(event, Ended | Raised):
+            elif isinstance(event, TaskEnded | TaskRaised):
                 self.running.pop(event.task.key, None)
         if state is not None:
             self.records.flush(force=True)

@@ -10,8 +10,8 @@ the order things happened.
 
 Why the events are types, not strings: :data:`Event` is a closed union, each kind with
 its own payload; the loop matches on it, and mypy says where a new kind is not handled.
-They are named tuples, not dataclasses: as immutable, and a fifth of the cost to define
-at start-up (every ``nodus run`` loads them).
+They are named tuples, not dataclasses: as immutable, and cheaper to define at start-up
+(every ``nodus run`` loads them; benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -24,32 +24,32 @@ from nodus_cli.records.logs import Stream
 from nodus_cli.targets.base import OutputStream, Started, Task, TaskEnd
 
 __all__ = [
-    "Began",
     "Context",
-    "Ended",
     "Event",
-    "Raised",
     "Reporter",
-    "Submitted",
-    "Waiting",
+    "TaskBegan",
+    "TaskEnded",
+    "TaskRaised",
+    "TaskSubmitted",
+    "TaskWaiting",
 ]
 
 
-class Submitted(NamedTuple):
+class TaskSubmitted(NamedTuple):
     """The task holds its place on the target (a container created, a service submitted)."""
 
     task: Task
     note: str | None
 
 
-class Waiting(NamedTuple):
+class TaskWaiting(NamedTuple):
     """Still not running, and why."""
 
     task: Task
     message: str
 
 
-class Began(NamedTuple):
+class TaskBegan(NamedTuple):
     """The task runs: its cost counts from ``at`` (the driver's monotonic clock)."""
 
     task: Task
@@ -57,21 +57,21 @@ class Began(NamedTuple):
     at: float
 
 
-class Ended(NamedTuple):
+class TaskEnded(NamedTuple):
     """The target's ``run_task`` returned: how the task ended."""
 
     task: Task
     end: TaskEnd
 
 
-class Raised(NamedTuple):
+class TaskRaised(NamedTuple):
     """The target's ``run_task`` raised: carried to the loop, which decides."""
 
     task: Task
     error: BaseException
 
 
-Event = Submitted | Waiting | Began | Ended | Raised
+Event = TaskSubmitted | TaskWaiting | TaskBegan | TaskEnded | TaskRaised
 
 
 class Reporter(Protocol):
@@ -97,13 +97,13 @@ class Context:
         self.reporter.emit(self.task.stage.name, self._item, stream, text)
 
     def submitted(self, note: str | None = None) -> None:
-        self.events.put(Submitted(self.task, note))
+        self.events.put(TaskSubmitted(self.task, note))
 
     def waiting(self, message: str) -> None:
-        self.events.put(Waiting(self.task, message))
+        self.events.put(TaskWaiting(self.task, message))
 
     def started(self, info: Started) -> None:
-        self.events.put(Began(self.task, info, time.monotonic()))
+        self.events.put(TaskBegan(self.task, info, time.monotonic()))
 
     @property
     def _item(self) -> int | None:

@@ -22,10 +22,10 @@ from nodus_cli.run.sink import Progress
 from nodus_cli.targets.base import Started, Task, TaskEnd
 from nodus_cli.workload import Stage
 
-__all__ = ["StageResult", "StageRun"]
+__all__ = ["StageEnd", "StageRun"]
 
 
-class StageResult(NamedTuple):
+class StageEnd(NamedTuple):
     """How a stage ended, for the run: its status, its exit code, and why (when not
     succeeded)."""
 
