@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from nodus_cli.planning.plan import Plan
     from nodus_cli.planning.ranking import RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
-    from nodus_cli.run.driver import Outcome
+    from nodus_cli.run.driver import RunEnd
     from nodus_cli.run.launcher import Launch
     from nodus_cli.run.reconcile import StopResult
     from nodus_cli.run.sink import Sink
@@ -114,7 +114,7 @@ class Executed:
     recorded it (what a later read of the records gives, unless they could not be written)."""
 
     run_id: str
-    outcome: Outcome
+    outcome: RunEnd
     result: RunResult
 
 

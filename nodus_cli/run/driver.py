@@ -91,13 +91,13 @@ from nodus_cli.targets.base import (
 from nodus_cli.workload import Stage, Workload
 from nodus_cli.workload.duration import shown
 
-__all__ = ["TICK", "Outcome", "Runner"]
+__all__ = ["TICK", "RunEnd", "Runner"]
 
 #: How often the loop wakes while tasks run: stop requests, cost records, progress.
 TICK = 0.25
 
 
-class Outcome(NamedTuple):
+class RunEnd(NamedTuple):
     """How a run ended: its status, exit code, cost and what it left."""
 
     status: RunStatus
@@ -185,7 +185,7 @@ class Runner:
 
     # -- the run ---------------------------------------------------------------------
 
-    def execute(self) -> Outcome:
+    def execute(self) -> RunEnd:
         previous = install_signal_handlers()
         try:
             try:
@@ -203,21 +203,21 @@ class Runner:
                 message = exc.message if isinstance(exc, NodusError) else f"nodus stopped: {exc!r}"
                 code = exc.exit_code if isinstance(exc, NodusError) else 1
                 self.say(f"run failed: {message}")
-                self._end(Outcome(RunStatus.FAILED, code, self.money.cost_now(), message))
+                self._end(RunEnd(RunStatus.FAILED, code, self.money.cost_now(), message))
                 raise
             return self._end(outcome)
         finally:
             restore_signal_handlers(previous)
             self.output.close()
 
-    def _stages(self) -> Outcome:
+    def _stages(self) -> RunEnd:
         self.target.begin(self.record, self.workload, self.plan)
         for idx, stage in enumerate(self.workload.stages):
             spent = self.money.exhausted()
             if spent is not None:
                 why = f"{spent} before stage {stage.name!r}"
                 self.say(why)
-                return Outcome(RunStatus.BUDGET_EXHAUSTED, EXIT_BUDGET, self.money.cost_now(), why)
+                return RunEnd(RunStatus.BUDGET_EXHAUSTED, EXIT_BUDGET, self.money.cost_now(), why)
             result = self._run_stage(idx, stage)
             if self._fatal is not None:
                 raise self._fatal
@@ -225,23 +225,23 @@ class Runner:
             if status == StageStatus.SUCCEEDED:
                 continue
             if status == StageStatus.BUDGET_EXHAUSTED:
-                return Outcome(
+                return RunEnd(
                     RunStatus.BUDGET_EXHAUSTED, EXIT_BUDGET, self.money.cost_now(), message
                 )
             if status == StageStatus.CANCELLED:
                 # Stopped from outside while it ran (`nodus stop` on another host).
-                return Outcome(RunStatus.CANCELLED, code, self.money.cost_now(), message)
-            return Outcome(RunStatus.FAILED, code or 1, self.money.cost_now(), message)
-        return Outcome(RunStatus.SUCCEEDED, 0, self.money.cost_now())
+                return RunEnd(RunStatus.CANCELLED, code, self.money.cost_now(), message)
+            return RunEnd(RunStatus.FAILED, code or 1, self.money.cost_now(), message)
+        return RunEnd(RunStatus.SUCCEEDED, 0, self.money.cost_now())
 
-    def _cancelled(self, exc: Cancelled) -> Outcome:
+    def _cancelled(self, exc: Cancelled) -> RunEnd:
         self._halt, self._halt_code = "cancelled", 128 + exc.signum
         name = signal.Signals(exc.signum).name
         by = "`nodus stop`" if self._stop_was_requested() else name
         self._halt_reason = f"cancelled by {by}"
         self._stop_running()  # _end() then removes whatever is left
         self.say(f"cancelled by {by}: stopped and removed the run's tasks")
-        return Outcome(
+        return RunEnd(
             RunStatus.CANCELLED,
             128 + exc.signum,
             self.money.cost_now(),
@@ -253,7 +253,7 @@ class Runner:
         """Whether a task of the run began (before that, a refusal leaves nothing)."""
         return self._is_running
 
-    def _end(self, outcome: Outcome) -> Outcome:
+    def _end(self, outcome: RunEnd) -> RunEnd:
         """Release the work folder, remove leftovers, record the outcome."""
         problems = list(self.records.problems)  # those of the writes while it ran come first
         work: WorkDir | None = None

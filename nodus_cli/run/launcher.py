@@ -35,7 +35,7 @@ from nodus_cli.errors import (
 from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runtime_lookup
 from nodus_cli.run import limits
 from nodus_cli.run.budget import Allowance
-from nodus_cli.run.driver import Outcome, Runner
+from nodus_cli.run.driver import RunEnd, Runner
 from nodus_cli.run.sink import Sink
 from nodus_cli.structs import field, struct
 from nodus_cli.targets.base import TargetFailure
@@ -153,7 +153,7 @@ def execute(
     retries: int = 0,
     sink: Sink | None = None,
     record: RunRecord | None = None,
-) -> tuple[RunRecord, Outcome]:
+) -> tuple[RunRecord, RunEnd]:
     """Record the run (unless it is already) and drive it in this process.
 
     A run refused before its first task ran (its GPUs taken meanwhile, with ``--no-wait``;
