@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from nodus_cli.workload.tomlsource import MAX_FILE_BYTES, MAX_KEY_PARTS
+from nodus_cli.workload.keydepth import MAX_KEY_PARTS
+from nodus_cli.workload.tomlsource import MAX_FILE_BYTES
 from nodus_cli.workload.validation import validate_paths
 
 GOAL_SECONDS = 2.0

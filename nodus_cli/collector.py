@@ -2,8 +2,8 @@
 
 Parsing a big workload file, planning against a large inventory or converting a 100,000-row
 price file allocate many small, long-lived objects; every collection would rescan all of
-them, which makes such work several times slower. Reference counting still frees memory
-while the collector is paused.
+them, which multiplies the time such work takes (benchmarks/README.md). Reference counting
+still frees memory while the collector is paused.
 """
 
 from __future__ import annotations

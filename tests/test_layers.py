@@ -260,37 +260,6 @@ def test_no_target_imports_another() -> None:
     assert not wrong, "\n".join(wrong)
 
 
-def _defined_in(tree: ast.AST) -> set[str]:
-    """Every name a module defines: functions, classes, variables, attributes it sets."""
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-            names.add(node.attr)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-    return names
-
-
-def test_no_target_module_reaches_into_another_modules_private_names() -> None:
-    """``x._name`` where no ``_name`` is defined in the same file is another module's
-    private member (a target's, a library's): a module uses another's public names."""
-    wrong = []
-    for name, path in modules().items():
-        if not name.startswith("nodus_cli.targets"):
-            continue
-        tree = ast.parse(path.read_text("utf-8"))
-        own = _defined_in(tree)
-        for node in ast.walk(tree):
-            attr = node.attr if isinstance(node, ast.Attribute) else ""
-            if attr.startswith("_") and not attr.startswith("__") and attr not in own:
-                wrong.append(f"{name} (line {node.lineno}): {ast.unparse(node)}")
-    assert not wrong, "private names of other modules:\n" + "\n".join(wrong)
-
-
 def test_the_rule_on_targets_knows_the_targets() -> None:
     assert _target_of("nodus_cli.targets.local.machine") == "local"
     assert _target_of("nodus_cli.targets.swarm") == "swarm"
@@ -298,6 +267,24 @@ def test_the_rule_on_targets_knows_the_targets() -> None:
     assert _target_of("nodus_cli.targets.base") is None
     assert _target_of("nodus_cli.targets") is None
     assert _target_of("nodus_cli.hardware.smi") is None
+
+
+#: The most lines a module of nodus_cli may have: a longer one holds more than one concept.
+MAX_MODULE_LINES = 700
+#: Modules whose split is under way in a branch (removed when it lands).
+_BEING_SPLIT: set[str] = {"nodus_cli.api.client"}
+
+
+def test_no_module_is_over_the_length_limit() -> None:
+    long = []
+    for name, path in modules().items():
+        n = len(path.read_text("utf-8").splitlines())
+        if n > MAX_MODULE_LINES and name not in _BEING_SPLIT:
+            long.append(f"{name} ({path.relative_to(REPO)}) has {n} lines")
+    assert not long, (
+        f"modules over {MAX_MODULE_LINES} lines (split each by concept, one module a noun):\n"
+        + "\n".join(long)
+    )
 
 
 @pytest.mark.parametrize("layer", [name for name, _ in LAYERS])

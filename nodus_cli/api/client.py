@@ -48,9 +48,10 @@ if TYPE_CHECKING:
     from nodus_cli.api.calls import Call, Calls
     from nodus_cli.api.runs import LogView, Run, RunResult
     from nodus_cli.catalog.market import Market
-    from nodus_cli.planning.planner import Plan, RuntimeLookup
+    from nodus_cli.planning.plan import Plan
+    from nodus_cli.planning.ranking import RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
-    from nodus_cli.run.driver import Outcome
+    from nodus_cli.run.driver import RunEnd
     from nodus_cli.run.launcher import Launch
     from nodus_cli.run.reconcile import StopResult
     from nodus_cli.run.sink import Sink
@@ -113,7 +114,7 @@ class Executed:
     recorded it (what a later read of the records gives, unless they could not be written)."""
 
     run_id: str
-    outcome: Outcome
+    outcome: RunEnd
     result: RunResult
 
 
@@ -216,7 +217,7 @@ class Client:
         """This workload's measured runtimes from the records: none when there are no
         records yet or they cannot be read (a plan is never refused for that)."""
         from nodus_cli import config
-        from nodus_cli.planning.planner import no_history
+        from nodus_cli.planning.ranking import no_history
 
         if self._store_ is None and not ((self.home or config.home()) / "runs.sqlite3").is_file():
             return no_history

@@ -51,8 +51,8 @@ class Offer(NamedTuple):
     """One machine configuration: everything the planner compares.
 
     A named tuple, not a struct: a catalog builds thousands of them at every plan, and a
-    tuple is built in one step where a frozen class sets its 13 fields one by one (the
-    embedded catalog reads in 7 ms instead of 17).
+    tuple is built in one step where a frozen class sets its 13 fields one by one
+    (benchmarks/README.md, "Figures behind choices in the code").
     """
 
     supplier: str

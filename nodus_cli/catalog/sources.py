@@ -23,6 +23,7 @@ from __future__ import annotations
 import email.utils
 import time
 import urllib.request
+import zlib
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -31,6 +32,7 @@ from urllib.parse import unquote, urlsplit
 
 from nodus_cli import config
 from nodus_cli.errors import NodusError
+from nodus_cli.hardware import gpus
 from nodus_cli.structs import struct
 from nodus_cli.version import VERSION
 
@@ -140,8 +142,6 @@ def _downloaded_vms_csv(url: str, name: str) -> bool:
     parts = urlsplit(url)
     if parts.scheme.lower() != "file" or not parts.path.lower().endswith("/vms.csv"):
         return False
-    from nodus_cli.hardware import gpus
-
     return not gpus.table().is_supplier(name)
 
 
@@ -163,7 +163,7 @@ class Fetched:
     attempts: int
 
 
-class Progress(Protocol):
+class FetchProgress(Protocol):
     """How a fetch reports itself (a progress bar, plain lines, or nothing)."""
 
     def start(self, source: Source, total: int | None) -> None: ...
@@ -233,8 +233,8 @@ def client() -> httpx.Client:
 @cache
 def _tls() -> ssl.SSLContext:
     """The TLS settings of every client: httpx's own (its CA bundle, or SSL_CERT_FILE /
-    SSL_CERT_DIR), made once per process: loading the CA bundle takes tens of ms, more
-    than fetching a 10 MB file from a nearby server."""
+    SSL_CERT_DIR), made once per process: loading the CA bundle costs more than fetching
+    a large price file from a nearby server (benchmarks/README.md)."""
     import httpx
 
     return httpx.create_ssl_context(trust_env=True)
@@ -248,7 +248,7 @@ def fetch(
     timeout: float = DEFAULT_TIMEOUT,
     retries: int = DEFAULT_RETRIES,
     backoff: float = DEFAULT_BACKOFF,
-    progress: Progress | None = None,
+    progress: FetchProgress | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Fetched:
     """Read ``source`` (conditionally when ``previous`` has validators); SourceError naming
@@ -309,7 +309,7 @@ def fetch(
 
 
 def _read_file(
-    source: Source, path: Path, previous: Validators | None, progress: Progress
+    source: Source, path: Path, previous: Validators | None, progress: FetchProgress
 ) -> Fetched:
     """A ``file://`` source; "not modified" (304) when its modification time and size are
     what the previous update saw."""
@@ -336,7 +336,7 @@ def _once(
     source: Source,
     headers: dict[str, str],
     attempt: int,
-    progress: Progress,
+    progress: FetchProgress,
     wait: float,
     deadline: float,
 ) -> Fetched:
@@ -412,8 +412,6 @@ def _decode_body(response: httpx.Response, raw: bytes) -> bytes:
     encoding = response.headers.get("Content-Encoding", "").strip().lower()
     if encoding in ("", "identity"):
         return raw
-    import zlib
-
     try:
         if encoding in ("gzip", "x-gzip"):
             return zlib.decompress(raw, 16 + zlib.MAX_WBITS)

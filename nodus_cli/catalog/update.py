@@ -12,7 +12,7 @@ the suppliers of the other stored sources, and those of the embedded catalog no 
 carries, stay in use as they are (a stored source loses the suppliers a new one now
 carries). With ``replace`` the catalog in use becomes exactly the sources given. Either
 way the update says, before the new catalog is in use, which suppliers it replaces and
-removes (:meth:`Reporter.changing`). Two sources of one update may not carry the same
+removes (:meth:`UpdateProgress.changing`). Two sources of one update may not carry the same
 supplier.
 
 Only when every source succeeded does the result replace the stored catalog
@@ -50,9 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RefusedRows",
-    "Reporter",
     "SourceResult",
     "SupplierChange",
+    "UpdateProgress",
     "UpdateResult",
     "parse",
     "refused_rows",
@@ -67,7 +67,7 @@ BAD_ROWS_KEPT = 20
 _SUPPLIER = itemgetter(0)
 
 
-class Reporter(catalog_sources.Progress, Protocol):
+class UpdateProgress(catalog_sources.FetchProgress, Protocol):
     """Progress of an update: the fetch's, each source's outcome, and what the new catalog
     changes (said before it is in use)."""
 
@@ -268,13 +268,13 @@ def update(
     timeout: float = catalog_sources.DEFAULT_TIMEOUT,
     retries: int = catalog_sources.DEFAULT_RETRIES,
     backoff: float = catalog_sources.DEFAULT_BACKOFF,
-    reporter: Reporter | None = None,
+    reporter: UpdateProgress | None = None,
     replace: bool = False,
 ) -> UpdateResult:
     """Fetch, check and store ``sources`` as the catalog in use (all or nothing): each
     refreshes the suppliers it carries, or with ``replace`` they become the whole
     catalog. ``timeout`` bounds each source, every attempt and pause included."""
-    shown: Reporter = reporter or catalog_sources.Silent()
+    shown: UpdateProgress = reporter or catalog_sources.Silent()
     with catalog_store.locked(), collector.paused():
         previous = catalog_store.read_quietly()
         results: list[SourceResult] = []
@@ -383,7 +383,7 @@ def _one(
     timeout: float,
     retries: int,
     backoff: float,
-    reporter: Reporter,
+    reporter: UpdateProgress,
 ) -> SourceResult:
     before = None
     kept = None

@@ -4,7 +4,7 @@
 
 They are data, not code: ``tools/build_catalog.py`` rebuilds the catalog and the GPU
 names from the public sources it records. Read a table by its path (:func:`path`):
-``importlib.resources`` would cost every start a few milliseconds.
+importing ``importlib.resources`` would be part of every start (benchmarks/README.md).
 """
 
 from __future__ import annotations

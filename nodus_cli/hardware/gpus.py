@@ -310,8 +310,8 @@ def _memory_in(text: str) -> float | None:
 
 @cache
 def table() -> GpuTable:
-    # A path next to this file, not importlib.resources: that import alone costs
-    # `nodus validate` 3 ms, and the package is always installed as files.
+    # A path next to this file, not importlib.resources: its import would be part of every
+    # `nodus validate` (benchmarks/README.md), and the package is always installed as files.
     raw = json.loads(data.path("gpus.json").read_text("utf-8"))
     return GpuTable(raw)
 

@@ -17,7 +17,7 @@ from nodus_cli.records.keys import config_key, machine_key
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planning.planner import RuntimeLookup
+    from nodus_cli.planning.ranking import RuntimeLookup
     from nodus_cli.records.store import RunStore
 
 __all__ = ["runtime_lookup"]

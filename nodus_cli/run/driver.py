@@ -59,7 +59,15 @@ from nodus_cli.records import (
     now_iso,
 )
 from nodus_cli.run.budget import Allowance, BudgetClock
-from nodus_cli.run.events import Began, Context, Ended, Event, Raised, Submitted, Waiting
+from nodus_cli.run.events import (
+    Context,
+    Event,
+    TaskBegan,
+    TaskEnded,
+    TaskRaised,
+    TaskSubmitted,
+    TaskWaiting,
+)
 from nodus_cli.run.recorder import Recorder
 from nodus_cli.run.signals import (
     Cancelled,
@@ -68,7 +76,7 @@ from nodus_cli.run.signals import (
     restore_signal_handlers,
 )
 from nodus_cli.run.sink import NullSink, Output, Sink
-from nodus_cli.run.stage import StageResult, StageRun
+from nodus_cli.run.stage import StageEnd, StageRun
 from nodus_cli.structs import replace, struct
 from nodus_cli.targets.base import (
     Item,
@@ -83,14 +91,14 @@ from nodus_cli.targets.base import (
 from nodus_cli.workload import Stage, Workload
 from nodus_cli.workload.duration import shown
 
-__all__ = ["TICK", "Outcome", "Runner"]
+__all__ = ["TICK", "RunEnd", "Runner"]
 
 #: How often the loop wakes while tasks run: stop requests, cost records, progress.
 TICK = 0.25
 
 
 @struct(frozen=True)
-class Outcome:
+class RunEnd:
     """How a run ended: its status, exit code, cost and what it left."""
 
     status: RunStatus
@@ -178,7 +186,7 @@ class Runner:
 
     # -- the run ---------------------------------------------------------------------
 
-    def execute(self) -> Outcome:
+    def execute(self) -> RunEnd:
         previous = install_signal_handlers()
         try:
             try:
@@ -196,21 +204,21 @@ class Runner:
                 message = exc.message if isinstance(exc, NodusError) else f"nodus stopped: {exc!r}"
                 code = exc.exit_code if isinstance(exc, NodusError) else 1
                 self.say(f"run failed: {message}")
-                self._end(Outcome(RunStatus.FAILED, code, self.money.cost_now(), message))
+                self._end(RunEnd(RunStatus.FAILED, code, self.money.cost_now(), message))
                 raise
             return self._end(outcome)
         finally:
             restore_signal_handlers(previous)
             self.output.close()
 
-    def _stages(self) -> Outcome:
+    def _stages(self) -> RunEnd:
         self.target.begin(self.record, self.workload, self.plan)
         for idx, stage in enumerate(self.workload.stages):
             spent = self.money.exhausted()
             if spent is not None:
                 why = f"{spent} before stage {stage.name!r}"
                 self.say(why)
-                return Outcome(RunStatus.BUDGET_EXHAUSTED, EXIT_BUDGET, self.money.cost_now(), why)
+                return RunEnd(RunStatus.BUDGET_EXHAUSTED, EXIT_BUDGET, self.money.cost_now(), why)
             result = self._run_stage(idx, stage)
             if self._fatal is not None:
                 raise self._fatal
@@ -218,23 +226,23 @@ class Runner:
             if status == StageStatus.SUCCEEDED:
                 continue
             if status == StageStatus.BUDGET_EXHAUSTED:
-                return Outcome(
+                return RunEnd(
                     RunStatus.BUDGET_EXHAUSTED, EXIT_BUDGET, self.money.cost_now(), message
                 )
             if status == StageStatus.CANCELLED:
                 # Stopped from outside while it ran (`nodus stop` on another host).
-                return Outcome(RunStatus.CANCELLED, code, self.money.cost_now(), message)
-            return Outcome(RunStatus.FAILED, code or 1, self.money.cost_now(), message)
-        return Outcome(RunStatus.SUCCEEDED, 0, self.money.cost_now())
+                return RunEnd(RunStatus.CANCELLED, code, self.money.cost_now(), message)
+            return RunEnd(RunStatus.FAILED, code or 1, self.money.cost_now(), message)
+        return RunEnd(RunStatus.SUCCEEDED, 0, self.money.cost_now())
 
-    def _cancelled(self, exc: Cancelled) -> Outcome:
+    def _cancelled(self, exc: Cancelled) -> RunEnd:
         self._halt, self._halt_code = "cancelled", 128 + exc.signum
         name = signal.Signals(exc.signum).name
         by = "`nodus stop`" if self._stop_was_requested() else name
         self._halt_reason = f"cancelled by {by}"
         self._stop_running()  # _end() then removes whatever is left
         self.say(f"cancelled by {by}: stopped and removed the run's tasks")
-        return Outcome(
+        return RunEnd(
             RunStatus.CANCELLED,
             128 + exc.signum,
             self.money.cost_now(),
@@ -246,7 +254,7 @@ class Runner:
         """Whether a task of the run began (before that, a refusal leaves nothing)."""
         return self._is_running
 
-    def _end(self, outcome: Outcome) -> Outcome:
+    def _end(self, outcome: RunEnd) -> RunEnd:
         """Release the work folder, remove leftovers, record the outcome."""
         problems = list(self.records.problems)  # those of the writes while it ran come first
         work: WorkDir | None = None
@@ -304,7 +312,7 @@ class Runner:
             replace(base, item=Item(i, value, count)) for i, value in enumerate(stage.map.items)
         ]
 
-    def _run_stage(self, idx: int, stage: Stage) -> StageResult:
+    def _run_stage(self, idx: int, stage: Stage) -> StageEnd:
         tasks = self._tasks(idx, stage)
         state = StageRun(idx, stage, tasks, self.records)
         self._stage = state
@@ -336,9 +344,9 @@ class Runner:
             threading.current_thread().name = f"nodus-task-{task.key}"
             try:
                 end = self.target.run_task(task, Context(task, self.output, self.events))
-                event: Event = Ended(task, end)
+                event: Event = TaskEnded(task, end)
             except BaseException as exc:  # carried to the main thread, which decides
-                event = Raised(task, exc)
+                event = TaskRaised(task, exc)
             # Put once the lane is idle: the next task the driver gives then takes it.
             return partial(self.events.put, event)
 
@@ -363,12 +371,12 @@ class Runner:
         if run is None:
             return
         match event:
-            case Submitted(note=note):
+            case TaskSubmitted(note=note):
                 run.submitted_at = now_iso()
                 # (a fan-out item's record takes no configuration: not built per item)
                 planned = self._planned(task.stage) if task.item is None else None
                 state.submitted(task, run.submitted_at, planned, note)
-            case Waiting(message=message):
+            case TaskWaiting(message=message):
                 run.queued_at = run.queued_at or time.monotonic()
                 run.queued_for = message
                 state.waiting(task, message)
@@ -376,7 +384,7 @@ class Runner:
                     self._is_queued = True
                     self.records.queued()
                 self.say(message, task.stage.name)
-            case Began(info=info, at=at):
+            case TaskBegan(info=info, at=at):
                 run.started, run.rate, run.info = at, info.price_per_hour, info
                 if run.queued_at is not None:
                     self._admit(run)
@@ -386,10 +394,10 @@ class Runner:
                 elsewhere = bool(info.node) and self.target.name != "local"
                 state.began(task, info, f"running on node {info.node}" if elsewhere else None)
                 self._show_progress(state)
-            case Ended(end=end):
+            case TaskEnded(end=end):
                 self.running.pop(task.key, None)
                 self._on_end(task, run, end, state, waiting)
-            case Raised(error=error):
+            case TaskRaised(error=error):
                 self.running.pop(task.key, None)
                 if self._fatal is None:
                     self._fatal = error
@@ -472,10 +480,10 @@ class Runner:
             return StageStatus.SUCCEEDED
         return StageStatus.FAILED
 
-    def _stage_result(self, state: StageRun, total: int) -> StageResult:
+    def _stage_result(self, state: StageRun, total: int) -> StageEnd:
         stage, ends = state.stage, state.ends
         if self._fatal is not None:
-            return StageResult(StageStatus.FAILED, 1, str(self._fatal))
+            return StageEnd(StageStatus.FAILED, 1, str(self._fatal))
         if stage.map is None:
             rec = state.record
             if rec.status == StageStatus.PENDING:  # never launched: the budget or a stop
@@ -486,14 +494,14 @@ class Runner:
                 state.save()
             code = rec.exit_code if rec.exit_code is not None else 1
             if rec.status == StageStatus.SUCCEEDED:
-                return StageResult(rec.status, 0)
+                return StageEnd(rec.status, 0)
             if rec.status == StageStatus.BUDGET_EXHAUSTED:
                 why = f"stage {stage.name!r} stopped: {self._halt_reason}"
-                return StageResult(rec.status, EXIT_BUDGET, why)
+                return StageEnd(rec.status, EXIT_BUDGET, why)
             text = f"stage {stage.name!r} failed with exit code {code}"
             if rec.message:
                 text += f": {rec.message}"
-            return StageResult(rec.status, code, text)
+            return StageEnd(rec.status, code, text)
         # A fan-out stage: every task ran (or the budget/stop ended them).
         counts: dict[StageStatus, int] = {}
         for t in state.tasks.values():
@@ -535,7 +543,7 @@ class Runner:
             + f" in {elapsed:.1f}s",
             stage.name,
         )
-        return StageResult(rec.status, code, message)
+        return StageEnd(rec.status, code, message)
 
     def _say_usage(self, state: StageRun) -> None:
         """A fan-out stage's GPU use in one line: a request is not proof of use."""
@@ -632,11 +640,11 @@ class Runner:
                 event = self.events.get(timeout=0.2)
             except queue.Empty:
                 continue
-            if isinstance(event, Began):
+            if isinstance(event, TaskBegan):
                 self._stop_tasks()  # it was being created as the stop came
             if state is not None:
                 self._handle(event, state, deque())
-            elif isinstance(event, Ended | Raised):
+            elif isinstance(event, TaskEnded | TaskRaised):
                 self.running.pop(event.task.key, None)
         if state is not None:
             self.records.flush(force=True)

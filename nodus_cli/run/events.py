@@ -26,19 +26,19 @@ from nodus_cli.structs import struct
 from nodus_cli.targets.base import OutputStream, Started, Task, TaskEnd
 
 __all__ = [
-    "Began",
     "Context",
-    "Ended",
     "Event",
-    "Raised",
     "Reporter",
-    "Submitted",
-    "Waiting",
+    "TaskBegan",
+    "TaskEnded",
+    "TaskRaised",
+    "TaskSubmitted",
+    "TaskWaiting",
 ]
 
 
 @struct(frozen=True)
-class Submitted:
+class TaskSubmitted:
     """The task holds its place on the target (a container created, a service submitted)."""
 
     task: Task
@@ -46,7 +46,7 @@ class Submitted:
 
 
 @struct(frozen=True)
-class Waiting:
+class TaskWaiting:
     """Still not running, and why."""
 
     task: Task
@@ -54,7 +54,7 @@ class Waiting:
 
 
 @struct(frozen=True)
-class Began:
+class TaskBegan:
     """The task runs: its cost counts from ``at`` (the driver's monotonic clock)."""
 
     task: Task
@@ -63,7 +63,7 @@ class Began:
 
 
 @struct(frozen=True)
-class Ended:
+class TaskEnded:
     """The target's ``run_task`` returned: how the task ended."""
 
     task: Task
@@ -71,14 +71,14 @@ class Ended:
 
 
 @struct(frozen=True)
-class Raised:
+class TaskRaised:
     """The target's ``run_task`` raised: carried to the loop, which decides."""
 
     task: Task
     error: BaseException
 
 
-Event = Submitted | Waiting | Began | Ended | Raised
+Event = TaskSubmitted | TaskWaiting | TaskBegan | TaskEnded | TaskRaised
 
 
 class Reporter(Protocol):
@@ -104,13 +104,13 @@ class Context:
         self.reporter.emit(self.task.stage.name, self._item, stream, text)
 
     def submitted(self, note: str | None = None) -> None:
-        self.events.put(Submitted(self.task, note))
+        self.events.put(TaskSubmitted(self.task, note))
 
     def waiting(self, message: str) -> None:
-        self.events.put(Waiting(self.task, message))
+        self.events.put(TaskWaiting(self.task, message))
 
     def started(self, info: Started) -> None:
-        self.events.put(Began(self.task, info, time.monotonic()))
+        self.events.put(TaskBegan(self.task, info, time.monotonic()))
 
     @property
     def _item(self) -> int | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import sys
 import time
 from collections.abc import Mapping
@@ -32,17 +33,24 @@ from nodus_cli.errors import (
     OverBudget,
 )
 from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runtime_lookup
+from nodus_cli.run import limits
 from nodus_cli.run.budget import Allowance
-from nodus_cli.run.driver import Outcome, Runner
+from nodus_cli.run.driver import RunEnd, Runner
 from nodus_cli.run.sink import Sink
 from nodus_cli.structs import field, struct
 from nodus_cli.targets.base import TargetFailure
 from nodus_cli.workload import Workload, from_json
+from nodus_cli.workload.environment import (
+    MissingEnvironment,
+    MissingVariables,
+    names,
+    resolve,
+)
 
 if TYPE_CHECKING:
     import subprocess
 
-    from nodus_cli.planning.planner import Plan
+    from nodus_cli.planning.plan import Plan
     from nodus_cli.targets.base import Preparation, Pulls, Target
 
 #: How long a submission waits for its background supervisor to place the first task.
@@ -73,8 +81,6 @@ MASK_MIN_LENGTH = 6
 
 def host_values(workload: Workload, host: Mapping[str, str]) -> dict[str, str]:
     """Every value a ``${NAME}`` of the workload takes from ``host``: value -> ``${NAME}``."""
-    from nodus_cli.workload.environment import names
-
     found: dict[str, str] = {}
     for stage in workload.stages:
         for value in stage.env.values():
@@ -87,8 +93,6 @@ def host_values(workload: Workload, host: Mapping[str, str]) -> dict[str, str]:
 
 def resolved_env(workload: Workload, host: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """Each stage's env with templates resolved; every missing variable in one error."""
-    from nodus_cli.workload.environment import MissingEnvironment, MissingVariables, resolve
-
     found: dict[str, dict[str, str]] = {}
     missing: list[tuple[str, str]] = []
     for stage in workload.stages:
@@ -128,8 +132,6 @@ def prepare(
             exc.hint = plan_elsewhere_hint(file)
         raise
     warnings = [*preparation.warnings, *plan.warnings]
-    from nodus_cli.run import limits
-
     allowance = limits.check(store, workload, plan, preparation.price_per_hour, run_id)
     masks = host_values(workload, host)
     return Launch(workload, target, plan, preparation, env, file, warnings, allowance, masks)
@@ -141,8 +143,6 @@ def plan_elsewhere_hint(file: str | None) -> str:
     what = "shows the configurations elsewhere that could run it"
     if file is None or not Path(file).is_file():
         return f"`nodus plan` on the workload file {what}"
-    import shlex
-
     return f"`nodus plan {shlex.quote(file)}` {what}"
 
 
@@ -153,7 +153,7 @@ def execute(
     retries: int = 0,
     sink: Sink | None = None,
     record: RunRecord | None = None,
-) -> tuple[RunRecord, Outcome]:
+) -> tuple[RunRecord, RunEnd]:
     """Record the run (unless it is already) and drive it in this process.
 
     A run refused before its first task ran (its GPUs taken meanwhile, with ``--no-wait``;
@@ -242,7 +242,7 @@ def _handshake(store: RunStore, run_id: str, child: subprocess.Popen[bytes]) -> 
     When the supervisor's own checks refused the run (what was free at submission is
     taken now), the refusal is raised here, with its words, hint and exit code, as a
     foreground run gives it, and the run leaves no record."""
-    import subprocess
+    import subprocess  # lazy, for start-up: as in submit
 
     deadline = time.monotonic() + HANDSHAKE_SECONDS
     delay = 0.02

@@ -59,7 +59,7 @@ from nodus_cli.structs import struct
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from nodus_cli.planning.planner import Plan
+    from nodus_cli.planning.plan import Plan
     from nodus_cli.records import RunStore, SpendRow
     from nodus_cli.run.budget import Allowance
     from nodus_cli.workload import Workload

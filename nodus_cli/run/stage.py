@@ -23,11 +23,11 @@ from nodus_cli.structs import struct
 from nodus_cli.targets.base import Started, Task, TaskEnd
 from nodus_cli.workload import Stage
 
-__all__ = ["StageResult", "StageRun"]
+__all__ = ["StageEnd", "StageRun"]
 
 
 @struct(frozen=True)
-class StageResult:
+class StageEnd:
     """How a stage ended, for the run: its status, its exit code, and why (when not
     succeeded)."""
 

@@ -49,7 +49,8 @@ from nodus_cli.targets.usage import UsageReport
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
+    from nodus_cli.planning.plan import Plan, StagePlan
+    from nodus_cli.planning.ranking import RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
@@ -321,6 +322,8 @@ class Target(ABC):
 
     def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
         """Plan every stage against :meth:`offers` (a target may add its own notes)."""
+        # Lazy, for start-up: the planner loads the catalog, which commands that never
+        # plan (runs, logs, stop) do not need.
         from nodus_cli.planning.planner import plan_workload
 
         plan = plan_workload(

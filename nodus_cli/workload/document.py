@@ -17,7 +17,7 @@ def to_toml(workload: Workload) -> str:
     means the same wherever it is saved, and ``[map]`` lists its items inline (``over`` was
     read when the workload was normalized).
     """
-    import tomli_w
+    import tomli_w  # lazy, for start-up: validate and plan never write a workload file
 
     doc: dict[str, Any] = {"name": workload.name}
     if workload.image is not None:

@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 from nodus_cli.hardware import gpus
-from nodus_cli.workload.tomlsource import Key
+from nodus_cli.workload.lineindex import Key
 
 #: Longer text is never a name, and regular expressions stay cheap on it.
 MAX_NAME = 64
@@ -162,8 +162,8 @@ def _machines() -> dict[str, list[tuple[str, str | None, int, float]]]:
 
 
 # The patterns below read values that are already wrong, so they are compiled on first use:
-# compiling them all costs `nodus validate` about a millisecond of start-up, for good files
-# that never need them.
+# compiling them all would be part of every `nodus validate`'s start-up (benchmarks/README.md),
+# for good files that never need them.
 
 
 @cache

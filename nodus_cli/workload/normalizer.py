@@ -6,7 +6,7 @@ and never raises for bad input. The result is the plain data of
 :mod:`nodus_cli.workload.model`. This module is the entry point and the top level of the
 file: it reads each top-level key with the rule module of its subject
 (:mod:`nodus_cli.workload.rules`), all reporting to one
-:class:`~nodus_cli.workload.report.Report`, and builds the stages: the one ``main`` stage,
+:class:`~nodus_cli.workload.report.ProblemReport`, and builds the stages: the one ``main`` stage,
 or ``[[stages]]`` completed from the top level.
 """
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nodus_cli import collector
+from nodus_cli.workload.lineindex import LineIndex
 from nodus_cli.workload.model import (
     DEFAULT_PRIORITY,
     REQUIREMENT_KEYS,
@@ -24,7 +25,7 @@ from nodus_cli.workload.model import (
     Stage,
     Workload,
 )
-from nodus_cli.workload.report import Report
+from nodus_cli.workload.report import ProblemReport
 from nodus_cli.workload.rules import (
     command,
     fanout,
@@ -36,7 +37,7 @@ from nodus_cli.workload.rules import (
     stages,
     values,
 )
-from nodus_cli.workload.tomlsource import LineIndex, LoadFailure, parse, read_text
+from nodus_cli.workload.tomlsource import LoadFailure, parse, read_text
 
 __all__ = ["load_file", "load_text", "normalize"]
 
@@ -96,7 +97,7 @@ def normalize(
     directory). ``mapping_wins`` is the Python API's rule: a key of the ``requirements``
     mapping wins over the matching flat shortcut, where a file must not set both.
     """
-    report = Report(lines, path, base_dir or Path.cwd())
+    report = ProblemReport(lines, path, base_dir or Path.cwd())
     workload = _workload(report, doc, default_name, mapping_wins)
     problems = report.ordered()
     has_errors = any(p.severity == "error" for p in problems)
@@ -104,7 +105,7 @@ def normalize(
 
 
 def _workload(
-    report: Report, doc: dict[str, Any], default_name: str, mapping_wins: bool
+    report: ProblemReport, doc: dict[str, Any], default_name: str, mapping_wins: bool
 ) -> Workload:
     """The top level of the file, then its stages. The order of the calls is the order of
     the problems that share a line (an inline table): keep it."""

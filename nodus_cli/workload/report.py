@@ -1,12 +1,12 @@
 """The report of one workload document: every problem the rules find, where it was written.
 
-Contract: a rule reports through :class:`Report` and never raises for bad input. Each
+Contract: a rule reports through :class:`ProblemReport` and never raises for bad input. Each
 problem carries its key path (shown as ``stages[0].mounts[1]``) and, when the document came
 from a file, its line; text from the file is shown with control characters escaped, so a
 problem is always one printable line. A document reports at most :data:`MAX_PROBLEMS`
 errors and as many warnings: a 1 MiB file of mistakes stays fast, and a report longer than
 that is never read to its end; the rest are counted in one closing problem.
-:meth:`Report.ordered` gives the problems by line, those without a line last, each line's
+:meth:`ProblemReport.ordered` gives the problems by line, those without a line last, each line's
 in the order the rules found them.
 
 The report also knows where the document is: its name as shown (``path``) and its folder
@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 from nodus_cli.errors import Problem, Severity
 from nodus_cli.text import bounded, middle, plural, safe
 from nodus_cli.workload.hints import MAX_NAME
-from nodus_cli.workload.tomlsource import Key, LineIndex, display_key
+from nodus_cli.workload.lineindex import Key, LineIndex, display_key
 
-__all__ = ["MAX_LOC", "MAX_PROBLEMS", "MAX_QUOTED", "Report", "clip", "toml"]
+__all__ = ["MAX_LOC", "MAX_PROBLEMS", "MAX_QUOTED", "ProblemReport", "clip", "toml"]
 
 #: A document reports at most this many errors, and as many warnings; the rest are counted
 #: in one last problem.
@@ -52,7 +52,7 @@ def _clip_quoted(match: re.Match[str]) -> str:
     return match.group(0) if len(inside) <= MAX_QUOTED else '"' + clip(inside, MAX_NAME) + '"'
 
 
-class Report:
+class ProblemReport:
     """The problems of one document, in the order the rules found them."""
 
     __slots__ = ("base_dir", "hidden", "lines", "path", "problems", "shown")

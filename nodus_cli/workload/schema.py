@@ -10,7 +10,9 @@ the top of a workload file; a relative path there is relative to the workload fi
 folder, so a file in ``workloads/`` of a repository that keeps the schema in ``schemas/``
 starts with ``#:schema ../schemas/workload.schema.json``.
 
-Only this module imports pydantic: ``nodus validate`` never pays for it.
+Only this module imports pydantic, and nothing a command runs imports this module: pydantic
+is a dependency of the project's tests and tools (the ``test`` extra), not of nodus. Run
+without it, the module says in one line how to install it.
 """
 
 from __future__ import annotations
@@ -19,9 +21,20 @@ import json
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import core_schema
+#: What ``python -m nodus_cli.workload.schema`` says when pydantic is not installed.
+NEEDS_PYDANTIC = (
+    "the schema is generated with pydantic, which nodus itself does not need: "
+    "pip install 'pydantic>=2.6' (or install nodus with its test extra, pip install -e '.[test]')"
+)
+
+try:
+    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+    from pydantic_core import core_schema
+except ImportError:
+    if __name__ == "__main__":
+        sys.exit(f"error: {NEEDS_PYDANTIC}")
+    raise
 
 SCHEMA_ID = "urn:nodus:schema:workload-file"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

@@ -15,17 +15,10 @@ import pytest
 
 from nodus_cli import catalog, records
 from nodus_cli.catalog import Offer
-from nodus_cli.planning.planner import (
-    BASIS_PRICE,
-    BASIS_RUNTIME,
-    CHECKS,
-    Plan,
-    PriceCeiling,
-    RuntimeLookup,
-    StagePlan,
-    no_history,
-    plan_workload,
-)
+from nodus_cli.planning.filters import CHECKS
+from nodus_cli.planning.plan import Plan, PriceCeiling, StagePlan
+from nodus_cli.planning.planner import plan_workload
+from nodus_cli.planning.ranking import BASIS_PRICE, BASIS_RUNTIME, RuntimeLookup, no_history
 from nodus_cli.workload import Workload, load_text
 
 HEADER = (

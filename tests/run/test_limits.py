@@ -17,10 +17,12 @@ import pytest
 
 from nodus_cli.catalog import Offer
 from nodus_cli.errors import OverBudget
-from nodus_cli.planning.planner import Plan, no_history, plan_workload
+from nodus_cli.planning.plan import Plan
+from nodus_cli.planning.planner import plan_workload
+from nodus_cli.planning.ranking import no_history
 from nodus_cli.records import RunStatus, RunStore
 from nodus_cli.run import launcher, limits, spending
-from nodus_cli.run.driver import Outcome
+from nodus_cli.run.driver import RunEnd
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
@@ -421,7 +423,7 @@ class Metered(Target):
         return []
 
 
-def drive(root: Path, w: Workload, price: float, seconds: float = 30.0) -> tuple[Outcome, Any]:
+def drive(root: Path, w: Workload, price: float, seconds: float = 30.0) -> tuple[RunEnd, Any]:
     """Check and run ``w`` as ``nodus run`` does, with its own store on ``root``."""
     store = RunStore.open(root)
     target = Metered(store, price, seconds)
@@ -454,7 +456,7 @@ def test_two_runs_at_once_stop_when_together_they_reach_the_limit(
 ) -> None:
     limit = 2.0
     set_limits(conf, max_spend_per_day=limit)
-    results: list[tuple[Outcome, Any]] = []
+    results: list[tuple[RunEnd, Any]] = []
 
     def one(name: str) -> None:
         results.append(drive(store.root, workload(name), DOLLAR_A_SECOND))

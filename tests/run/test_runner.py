@@ -19,10 +19,12 @@ import pytest
 
 from nodus_cli.catalog import Offer
 from nodus_cli.errors import NotRunnable
-from nodus_cli.planning.planner import Plan, StagePlan, no_history, plan_workload
+from nodus_cli.planning.plan import Plan, StagePlan
+from nodus_cli.planning.planner import plan_workload
+from nodus_cli.planning.ranking import no_history
 from nodus_cli.records import RunStatus, RunStore, StageStatus
 from nodus_cli.run import launcher
-from nodus_cli.run.driver import Outcome
+from nodus_cli.run.driver import RunEnd
 from nodus_cli.run.sink import Progress
 from nodus_cli.targets.base import (
     Cleanup,
@@ -190,7 +192,7 @@ def run(
     w: Workload,
     retries: int = 0,
     sink: Shown | None = None,
-) -> tuple[Outcome, dict[str, Any]]:
+) -> tuple[RunEnd, dict[str, Any]]:
     target.store = store
     plan = plan_workload(w, target.offers(w), target="local", history=no_history)
     launch = launcher.Launch(

@@ -24,7 +24,8 @@ from nodus_cli.workload import (
     normalize,
     to_toml,
 )
-from nodus_cli.workload.tomlsource import LineIndex, LoadFailure, decode
+from nodus_cli.workload.lineindex import LineIndex
+from nodus_cli.workload.tomlsource import LoadFailure, decode
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

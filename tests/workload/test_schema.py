@@ -41,6 +41,29 @@ def test_the_module_prints_the_schema() -> None:
     assert done.stdout == schema.render()
 
 
+def test_without_pydantic_the_module_says_how_to_install_it() -> None:
+    # pydantic is a test dependency, not nodus's: the generator alone needs it.
+    blocked = (
+        "import runpy, sys; sys.modules['pydantic'] = None; "
+        "runpy.run_module('nodus_cli.workload.schema', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "pip install 'pydantic>=2.6'" in done.stderr
+    assert "pip install -e '.[test]'" in done.stderr
+
+
+def test_pydantic_is_not_a_dependency_of_nodus() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text("utf-8"))["project"]
+    assert not [d for d in project["dependencies"] if d.startswith("pydantic")]
+    assert [d for d in project["optional-dependencies"]["test"] if d.startswith("pydantic")]
+
+
 def test_schema_header() -> None:
     doc = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     assert doc["$schema"] == "https://json-schema.org/draft/2020-12/schema"

@@ -13,14 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodus_cli.workload import load_file, load_text
+from nodus_cli.workload.keydepth import MAX_KEY_PARTS, check_depth
+from nodus_cli.workload.lineindex import LineIndex, display_key
 from nodus_cli.workload.tomlsource import (
     MAX_FILE_BYTES,
-    MAX_KEY_PARTS,
-    LineIndex,
     LoadFailure,
-    check_depth,
     decode,
-    display_key,
     parse,
     read_text,
 )

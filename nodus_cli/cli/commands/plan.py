@@ -20,13 +20,9 @@ from __future__ import annotations
 from nodus_cli.api.client import Client
 from nodus_cli.cli.output import Writer, stderr_line
 from nodus_cli.hardware import cuda
-from nodus_cli.planning.planner import (
-    BASIS_RUNTIME,
-    CHECKS,
-    Candidate,
-    Plan,
-    StagePlan,
-)
+from nodus_cli.planning.filters import CHECKS
+from nodus_cli.planning.plan import Plan, StagePlan
+from nodus_cli.planning.ranking import BASIS_RUNTIME, Candidate
 from nodus_cli.text import gpu_text, money, plural
 from nodus_cli.workload import Requirements
 

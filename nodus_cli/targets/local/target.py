@@ -70,7 +70,8 @@ from nodus_cli.targets.local.owner import me
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
+    from nodus_cli.planning.plan import Plan, StagePlan
+    from nodus_cli.planning.ranking import RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.targets.local import workers
     from nodus_cli.targets.local.queue import Request

@@ -2,14 +2,15 @@
 
 A task is a one-off service (:mod:`.services`); Swarm reports it as the states of the
 service's newest task (``new`` ... ``pending`` ... ``running`` ... ``complete``), read
-by polling the manager: often at first (Swarm runs a short job in about half a second,
-and one poll is a cheap call), then less. :func:`follow` tells the driver when the task
-started (where, on which GPUs, at which share of the node's price), streams its output
-through :class:`~nodus_cli.targets.follower.LogFollower` (complete once the task ended),
-asks for the explanation of a task that stays pending (at once when Swarm gives a
-reason, else after ``explain_after`` seconds; once), and turns the terminal state and
-exit code into a :class:`~nodus_cli.targets.base.TaskEnd`: the workload's own end, the
-infrastructure's (rejected, orphaned, shut down: worth a retry), or nodus's stop.
+by polling the manager: often at first (Swarm may finish a short job before a slower
+poll would first look, and one poll is a cheap call; benchmarks/README.md), then less.
+:func:`follow` tells the driver when the task started (where, on which GPUs, at which
+share of the node's price), streams its output through
+:class:`~nodus_cli.targets.follower.LogFollower` (complete once the task ended), asks for
+the explanation of a task that stays pending (at once when Swarm gives a reason, else
+after ``explain_after`` seconds; once), and turns the terminal state and exit code into
+a :class:`~nodus_cli.targets.base.TaskEnd`: the workload's own end, the infrastructure's
+(rejected, orphaned, shut down: worth a retry), or nodus's stop.
 
 The engine's failures (:class:`~nodus_cli.targets.docker.engine.EngineFailure`) pass
 through to the caller, which knows what losing the manager means for it.
@@ -49,8 +50,9 @@ __all__ = [
     "wait_for_end",
 ]
 
-#: Status polls: every POLL_FIRST seconds for the first POLL_FAST seconds (Swarm runs a
-#: short job in about half a second; one poll is a cheap call), then slowing to POLL_MAX.
+#: Status polls: every POLL_FIRST seconds for the first POLL_FAST seconds (a short job may
+#: end within the first of a slower poll's waits; one poll is a cheap call), then slowing to
+#: POLL_MAX.
 POLL_FIRST, POLL_FAST, POLL_MAX = 0.02, 2.0, 0.5
 #: How often a housekeeping task's state is read while :func:`wait_for_end` waits.
 _HOUSEKEEPING_POLL = 0.05

@@ -30,7 +30,7 @@ from nodus_cli.errors import NotRunnable
 from nodus_cli.workload.model import DEFAULT_PRIORITY
 
 if TYPE_CHECKING:
-    from nodus_cli.planning.planner import Plan, StagePlan
+    from nodus_cli.planning.plan import Plan, StagePlan
     from nodus_cli.targets.swarm.nodes import Node
     from nodus_cli.workload import Port, Stage, Workload
 

@@ -18,7 +18,7 @@ from nodus_cli.targets.swarm.api import LABEL_GPU, LABEL_GPU_MEMORY
 from nodus_cli.targets.swarm.nodes import Node
 
 if TYPE_CHECKING:
-    from nodus_cli.planning.planner import Plan, StagePlan
+    from nodus_cli.planning.plan import Plan, StagePlan
     from nodus_cli.targets.docker.containers import ContainerSpec
     from nodus_cli.workload import Requirements, Stage, Workload
 

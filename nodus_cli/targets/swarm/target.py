@@ -28,11 +28,13 @@ first listed, the shared folders prepared, the services that exist now.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli.errors import InvalidInput, NodusError
 from nodus_cli.planning.capabilities import Capabilities
+from nodus_cli.planning.ranking import Candidate, RuntimeLookup
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
@@ -61,7 +63,7 @@ from nodus_cli.targets.swarm.services import (
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
-    from nodus_cli.planning.planner import Plan, RuntimeLookup, StagePlan
+    from nodus_cli.planning.plan import Plan, StagePlan
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
@@ -115,8 +117,6 @@ class SwarmTarget(Target):
         return tuple(n.as_offer() for n in self._usable())
 
     def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
-        from nodus_cli.planning.planner import Candidate
-
         plan = super().plan(workload, history)
         nodes = self._all_nodes()
         for sp, stage in zip(plan.stages, workload.stages, strict=True):
@@ -384,8 +384,6 @@ _BASE_KEYS = (
 
 
 def _seconds(name: str, default: float) -> float:
-    import os
-
     try:
         return float(os.environ.get(name, default))
     except ValueError:

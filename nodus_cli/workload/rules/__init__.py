@@ -14,7 +14,7 @@ wrong with my mounts? So each module holds the rules of one subject, whatever it
 - :mod:`.stages`: ``[[stages]]`` and what a stage inherits from the top level.
 
 The modules are composed, not layered into classes: each is a set of functions that take
-the document's :class:`~nodus_cli.workload.report.Report` first, read one table, report at
+the document's :class:`~nodus_cli.workload.report.ProblemReport` first, read one table, report at
 the key paths they are given, and return normalized values (None for a wrong one). None
 keeps state between calls, so the order the caller applies them is the order problems on
 one line are shown. :mod:`nodus_cli.workload.normalizer` applies them to the top level of

@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from typing import Any
 
 from nodus_cli.workload import environment
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import RESERVED_ENV
-from nodus_cli.workload.report import Report, toml
+from nodus_cli.workload.report import ProblemReport, toml
 from nodus_cli.workload.rules.values import NUL_CHARACTER
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["command", "entrypoint", "env", "shell_and_entrypoint"]
 
@@ -27,7 +28,9 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHELL = "/bin/sh"
 
 
-def command(report: Report, table: dict[str, Any], key: Key) -> tuple[list[str] | None, bool]:
+def command(
+    report: ProblemReport, table: dict[str, Any], key: Key
+) -> tuple[list[str] | None, bool]:
     """The command and whether it is a string (run by ``/bin/sh -c``)."""
     if "command" not in table:
         return None, False
@@ -53,7 +56,7 @@ def command(report: Report, table: dict[str, Any], key: Key) -> tuple[list[str] 
     return None, False
 
 
-def entrypoint(report: Report, table: dict[str, Any], key: Key) -> list[str] | None:
+def entrypoint(report: ProblemReport, table: dict[str, Any], key: Key) -> list[str] | None:
     """``entrypoint``: a list of strings (``[]`` clears the image's ENTRYPOINT)."""
     if "entrypoint" not in table:
         return None
@@ -76,7 +79,7 @@ def entrypoint(report: Report, table: dict[str, Any], key: Key) -> list[str] | N
     return _strings(report, raw, key)
 
 
-def _strings(report: Report, raw: list[Any], key: Key) -> list[str] | None:
+def _strings(report: ProblemReport, raw: list[Any], key: Key) -> list[str] | None:
     ok = True
     for index, arg in enumerate(raw):
         if isinstance(arg, str) and "\x00" not in arg:
@@ -92,15 +95,13 @@ def _strings(report: Report, raw: list[Any], key: Key) -> list[str] | None:
 
 
 def shell_and_entrypoint(
-    report: Report, text: str, command_key: Key, entrypoint: list[str], entrypoint_key: Key
+    report: ProblemReport, text: str, command_key: Key, entrypoint: list[str], entrypoint_key: Key
 ) -> None:
     """A command string with an entrypoint: the string's shell replaces the entrypoint.
 
     Reported at the command when the entrypoint is inherited, else at the entrypoint.
     """
     try:
-        import shlex
-
         words = shlex.split(text) if len(text) <= 1000 else []
     except ValueError:
         words = text.split()
@@ -129,7 +130,7 @@ def _listed(words: list[str]) -> str:
     return "[" + ", ".join(json.dumps(w, ensure_ascii=False) for w in words) + "]"
 
 
-def env(report: Report, raw: Any, key: Key) -> dict[str, str]:
+def env(report: ProblemReport, raw: Any, key: Key) -> dict[str, str]:
     """The ``env`` table at ``key`` (None: not written)."""
     if raw is None:
         return {}
@@ -165,7 +166,7 @@ def env(report: Report, raw: Any, key: Key) -> dict[str, str]:
     return variables
 
 
-def _env_value(report: Report, name: str, text: str, path: Key) -> bool:
+def _env_value(report: ProblemReport, name: str, text: str, path: Key) -> bool:
     """Check a value's templates; warn about secrets written into the file."""
     literal = True
     if "$" in text:

@@ -14,12 +14,12 @@ import os
 import stat
 from typing import Any
 
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import MAP_KEYS, MAX_MAP_ITEMS, MapSpec
-from nodus_cli.workload.report import MAX_QUOTED, Report, clip, toml
+from nodus_cli.workload.report import MAX_QUOTED, ProblemReport, clip, toml
 from nodus_cli.workload.rules import keys
 from nodus_cli.workload.rules.paths import host_path
 from nodus_cli.workload.rules.values import MAX_NUMBER
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["MAX_OVER_BYTES", "map_spec"]
 
@@ -29,7 +29,7 @@ MAX_OVER_BYTES = 16 * 1024 * 1024
 _SPLIT = "split the inputs over several workloads or runs"
 
 
-def map_spec(report: Report, raw: Any, key: Key) -> MapSpec | None:
+def map_spec(report: ProblemReport, raw: Any, key: Key) -> MapSpec | None:
     table = "[stages.map]" if key[0] == "stages" else "[map]"
     if not isinstance(raw, dict):
         report.error(
@@ -66,7 +66,7 @@ def map_spec(report: Report, raw: Any, key: Key) -> MapSpec | None:
     return MapSpec(tuple(items), over, parallel or None)
 
 
-def _map_items(report: Report, raw: Any, key: Key, table: str) -> list[str] | None:
+def _map_items(report: ProblemReport, raw: Any, key: Key, table: str) -> list[str] | None:
     if not isinstance(raw, list):
         report.error(key, 'must be a list of strings, e.g. items = ["shard-0", "shard-1"]')
         return None
@@ -96,7 +96,7 @@ def _map_items(report: Report, raw: Any, key: Key, table: str) -> list[str] | No
     return items if ok else None
 
 
-def _map_over(report: Report, raw: Any, key: Key) -> list[str] | None:
+def _map_over(report: ProblemReport, raw: Any, key: Key) -> list[str] | None:
     if not isinstance(raw, str) or not raw.strip():
         report.error(
             key,
@@ -152,7 +152,7 @@ def _map_over(report: Report, raw: Any, key: Key) -> list[str] | None:
     return items
 
 
-def _parallel(report: Report, raw: Any, key: Key) -> int | None:
+def _parallel(report: ProblemReport, raw: Any, key: Key) -> int | None:
     """``parallel``: an integer >= 1 (0 stands for "not set" in the return value)."""
     if isinstance(raw, bool):
         report.error(key, f"must be a whole number of tasks, at least 1, not {toml(raw)}")

@@ -19,9 +19,9 @@ from nodus_cli.workload.hints import (
     model_and_count,
     tpu_message,
 )
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import ALLOWED_COUNTS
-from nodus_cli.workload.report import Report
-from nodus_cli.workload.tomlsource import Key
+from nodus_cli.workload.report import ProblemReport
 
 __all__ = ["name"]
 
@@ -29,7 +29,7 @@ __all__ = ["name"]
 _EXAMPLE = 'gpu = "H100" (`nodus gpus` lists the models)'
 
 
-def name(report: Report, raw: Any, key: Key) -> str | None:
+def name(report: ProblemReport, raw: Any, key: Key) -> str | None:
     """The GPU model ``raw`` names, as nodus spells it; None, reported, when it names none."""
     if not isinstance(raw, str):
         report.error(key, f"must be a GPU model name in quotes, e.g. {_EXAMPLE}")

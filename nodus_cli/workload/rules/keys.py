@@ -20,6 +20,7 @@ from nodus_cli.workload.hints import (
     UNSUPPORTED_KEYS,
     foreign_fix,
 )
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import (
     MAP_KEYS,
     NESTED_ONLY,
@@ -27,8 +28,7 @@ from nodus_cli.workload.model import (
     TOP_LEVEL_KEYS,
     WORKLOAD_ONLY,
 )
-from nodus_cli.workload.report import Report
-from nodus_cli.workload.tomlsource import Key
+from nodus_cli.workload.report import ProblemReport
 
 __all__ = ["Where", "check"]
 
@@ -45,7 +45,11 @@ _MAP_MEANING = {
 
 
 def check(
-    report: Report, table: dict[str, Any], prefix: Key, allowed: tuple[str, ...], where: Where
+    report: ProblemReport,
+    table: dict[str, Any],
+    prefix: Key,
+    allowed: tuple[str, ...],
+    where: Where,
 ) -> None:
     """Report each key of ``table`` (at ``prefix``) that is not in ``allowed``."""
     nested = where in ("requirements", "stage_requirements")
@@ -128,7 +132,7 @@ def check(
             report.error(path, f"unknown key{hint} (allowed here: {valid})")
 
 
-def _unknown_map_key(report: Report, path: Key, key: str, spelled: str) -> None:
+def _unknown_map_key(report: ProblemReport, path: Key, key: str, spelled: str) -> None:
     if spelled in MAP_KEYS:
         report.error(
             path, f"unknown key; did you mean `{spelled}`? Keys are lowercase with underscores"

@@ -13,11 +13,11 @@ import posixpath
 import re
 from typing import Any
 
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import Mount
-from nodus_cli.workload.report import Report, clip, toml
+from nodus_cli.workload.report import ProblemReport, clip, toml
 from nodus_cli.workload.rules.paths import host_path
 from nodus_cli.workload.rules.values import NUL_CHARACTER
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["WORK_DIR", "distinct", "mounts"]
 
@@ -30,7 +30,7 @@ _MOUNTS_LIST = 'must be a list of "SOURCE:TARGET[:ro]" strings, e.g. mounts = ["
 _MOUNT_STRING = 'must be one string "SOURCE:TARGET[:ro]", e.g. "./data:/data:ro"'
 
 
-def mounts(report: Report, table: dict[str, Any], prefix: Key) -> list[tuple[Mount, Key]]:
+def mounts(report: ProblemReport, table: dict[str, Any], prefix: Key) -> list[tuple[Mount, Key]]:
     """The ``mounts`` of one level (workload or stage), each with its key path."""
     if "mounts" not in table:
         return []
@@ -53,7 +53,7 @@ def mounts(report: Report, table: dict[str, Any], prefix: Key) -> list[tuple[Mou
     return found
 
 
-def _mount(report: Report, item: Any, key: Key) -> Mount | None:
+def _mount(report: ProblemReport, item: Any, key: Key) -> Mount | None:
     if isinstance(item, dict):
         report.error(key, _long_mount(item) or _MOUNT_STRING)
         return None
@@ -100,7 +100,7 @@ def _mount(report: Report, item: Any, key: Key) -> Mount | None:
     return Mount(source_path, target_path, read_only, item, report.origin(key))
 
 
-def _mount_mode(report: Report, mode: str, key: Key) -> bool | None:
+def _mount_mode(report: ProblemReport, mode: str, key: Key) -> bool | None:
     if mode in ("ro", "rw"):
         return mode == "ro"
     if mode.lower() in ("ro", "rw"):
@@ -125,7 +125,7 @@ def _mount_mode(report: Report, mode: str, key: Key) -> bool | None:
     return None
 
 
-def _mount_source(report: Report, source: str, target: str, key: Key) -> str | None:
+def _mount_source(report: ProblemReport, source: str, target: str, key: Key) -> str | None:
     if not source:
         report.error(
             key,
@@ -146,7 +146,7 @@ def _mount_source(report: Report, source: str, target: str, key: Key) -> str | N
     return source
 
 
-def _mount_target(report: Report, target: str, source: str, key: Key) -> str | None:
+def _mount_target(report: ProblemReport, target: str, source: str, key: Key) -> str | None:
     if not target:
         report.error(
             key,
@@ -181,7 +181,7 @@ def _mount_target(report: Report, target: str, source: str, key: Key) -> str | N
 
 
 def distinct(
-    report: Report, inherited: list[tuple[Mount, Key]], own: list[tuple[Mount, Key]]
+    report: ProblemReport, inherited: list[tuple[Mount, Key]], own: list[tuple[Mount, Key]]
 ) -> tuple[Mount, ...]:
     """The effective list; a container path mounted twice is an error."""
     return report.unique(inherited, own, _target, _same_target)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from nodus_cli.workload.report import Report, clip
+from nodus_cli.workload.lineindex import Key
+from nodus_cli.workload.report import ProblemReport, clip
 from nodus_cli.workload.rules.values import NUL_CHARACTER
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["host_path", "output_dir"]
 
 
-def host_path(report: Report, raw: str, key: Key) -> str | None:
+def host_path(report: ProblemReport, raw: str, key: Key) -> str | None:
     """A host path as written, absolute; None, reported at ``key``, when it holds a NUL
     character or ``~user`` names no user."""
     if "\x00" in raw:
@@ -36,7 +36,7 @@ def host_path(report: Report, raw: str, key: Key) -> str | None:
     return os.path.normpath(os.path.join(report.base_dir, text))
 
 
-def output_dir(report: Report, doc: dict[str, Any]) -> str | None:
+def output_dir(report: ProblemReport, doc: dict[str, Any]) -> str | None:
     """``output_dir``: the folder that receives one folder per run."""
     if "output_dir" not in doc:
         return None

@@ -11,13 +11,14 @@ host port.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from typing import Any
 
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import Port, Protocol
-from nodus_cli.workload.report import Report, clip, toml
-from nodus_cli.workload.tomlsource import Key
+from nodus_cli.workload.report import ProblemReport, clip, toml
 
 __all__ = ["WITH_MAP", "WITH_MAP_WHY", "distinct", "ports"]
 
@@ -31,7 +32,7 @@ WITH_MAP = f"{WITH_MAP_WHY}; publish ports from a stage without [map]"
 _PORT_NUMBER = re.compile(r"[0-9]{1,5}")
 
 
-def ports(report: Report, table: dict[str, Any], prefix: Key) -> list[tuple[Port, Key]]:
+def ports(report: ProblemReport, table: dict[str, Any], prefix: Key) -> list[tuple[Port, Key]]:
     """The ``ports`` of one level (workload or stage), each with its key path."""
     if "ports" not in table:
         return []
@@ -50,7 +51,7 @@ def ports(report: Report, table: dict[str, Any], prefix: Key) -> list[tuple[Port
     return found
 
 
-def _port(report: Report, raw: Any, key: Key) -> Port | None:
+def _port(report: ProblemReport, raw: Any, key: Key) -> Port | None:
     if isinstance(raw, bool):
         report.error(
             key,
@@ -75,7 +76,7 @@ def _port(report: Report, raw: Any, key: Key) -> Port | None:
     return _port_string(report, raw, key)
 
 
-def _port_string(report: Report, raw: str, key: Key) -> Port | None:
+def _port_string(report: ProblemReport, raw: str, key: Key) -> Port | None:
     shown = clip(raw)
     text, protocol = raw, "tcp"
     if "/" in text:
@@ -143,7 +144,7 @@ def _port_string(report: Report, raw: str, key: Key) -> Port | None:
     return Port(inside, host, proto, host_ip)
 
 
-def _port_text(report: Report, text: str, key: Key, shown: str) -> int | None:
+def _port_text(report: ProblemReport, text: str, key: Key, shown: str) -> int | None:
     if _PORT_NUMBER.fullmatch(text) is None:
         report.error(
             key,
@@ -154,16 +155,14 @@ def _port_text(report: Report, text: str, key: Key, shown: str) -> int | None:
     return _port_number(report, int(text), key)
 
 
-def _port_number(report: Report, number: int, key: Key) -> int | None:
+def _port_number(report: ProblemReport, number: int, key: Key) -> int | None:
     if 1 <= number <= 65535:
         return number
     report.error(key, f"{number} is not a port: ports are numbered from 1 to 65535")
     return None
 
 
-def _host_ip(report: Report, text: str, key: Key, shown: str) -> str | None:
-    import ipaddress  # only when an address is written
-
+def _host_ip(report: ProblemReport, text: str, key: Key, shown: str) -> str | None:
     try:
         return str(ipaddress.ip_address(text))
     except ValueError:
@@ -176,7 +175,7 @@ def _host_ip(report: Report, text: str, key: Key, shown: str) -> str | None:
 
 
 def distinct(
-    report: Report, inherited: list[tuple[Port, Key]], own: list[tuple[Port, Key]]
+    report: ProblemReport, inherited: list[tuple[Port, Key]], own: list[tuple[Port, Key]]
 ) -> tuple[Port, ...]:
     """The effective list; a host port (and protocol) published twice is an error."""
     return report.unique(inherited, own, _host_port, _same_host_port)

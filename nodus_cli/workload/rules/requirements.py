@@ -18,6 +18,7 @@ from typing import Any
 
 from nodus_cli.hardware import gpus
 from nodus_cli.workload.hints import MAX_NAME
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import (
     ALLOWED_COUNTS,
     ARCHES,
@@ -26,10 +27,9 @@ from nodus_cli.workload.model import (
     NESTED_ONLY,
     Requirements,
 )
-from nodus_cli.workload.report import Report, clip, toml
+from nodus_cli.workload.report import ProblemReport, clip, toml
 from nodus_cli.workload.rules import gpu
 from nodus_cli.workload.rules.values import number, quantity
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["MIN_CPU", "MIN_MEMORY_GB", "requirements"]
 
@@ -43,7 +43,7 @@ _DEFAULTS = Requirements()
 
 
 def requirements(
-    report: Report,
+    report: ProblemReport,
     flat: dict[str, Any],
     nested: dict[str, Any],
     prefix: Key,
@@ -142,7 +142,7 @@ def requirements(
     )
 
 
-def _share_gpu(report: Report, raw: Any, key: Key) -> bool:
+def _share_gpu(report: ProblemReport, raw: Any, key: Key) -> bool:
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
@@ -155,7 +155,7 @@ def _share_gpu(report: Report, raw: Any, key: Key) -> bool:
     return False
 
 
-def _shared(report: Report, values: dict[str, tuple[Any, Key]], count: int) -> None:
+def _shared(report: ProblemReport, values: dict[str, tuple[Any, Key]], count: int) -> None:
     """``share_gpu = true``: one GPU, shared by tasks sized by ``peak_memory_gb``."""
     key = values["share_gpu"][1]
     if "gpu_count" in values and count not in (0, 1):
@@ -175,7 +175,7 @@ def _shared(report: Report, values: dict[str, tuple[Any, Key]], count: int) -> N
         )
 
 
-def _gpu_count(report: Report, raw: Any, key: Key) -> int:
+def _gpu_count(report: ProblemReport, raw: Any, key: Key) -> int:
     if isinstance(raw, bool):
         report.error(key, f"must be a whole number: 1, 2, 4 or 8, not {toml(raw)}")
         return 0
@@ -230,7 +230,7 @@ def _gpu_count(report: Report, raw: Any, key: Key) -> int:
     return 0
 
 
-def _interconnect(report: Report, raw: Any, key: Key) -> None:
+def _interconnect(report: ProblemReport, raw: Any, key: Key) -> None:
     if raw == "any":
         return
     if isinstance(raw, str) and raw.strip().lower() == "any":
@@ -246,7 +246,7 @@ def _interconnect(report: Report, raw: Any, key: Key) -> None:
         report.error(key, 'must be the string "any": write gpu_interconnect = "any" or omit it')
 
 
-def _optimization(report: Report, raw: Any, key: Key, nested_form: bool) -> None:
+def _optimization(report: ProblemReport, raw: Any, key: Key, nested_form: bool) -> None:
     if raw == "" and nested_form:
         report.warn(key, "an empty optimization is accepted but has no effect: omit it")
         return
@@ -272,7 +272,7 @@ def _optimization(report: Report, raw: Any, key: Key, nested_form: bool) -> None
     )
 
 
-def _location(report: Report, raw: Any, key: Key) -> str | None:
+def _location(report: ProblemReport, raw: Any, key: Key) -> str | None:
     if not isinstance(raw, str) or not raw.strip():
         report.error(
             key,
@@ -290,7 +290,7 @@ def _location(report: Report, raw: Any, key: Key) -> str | None:
     return location
 
 
-def _arch(report: Report, raw: Any, key: Key) -> str | None:
+def _arch(report: ProblemReport, raw: Any, key: Key) -> str | None:
     if raw in ARCHES:
         return str(raw)
     fix = {
@@ -313,7 +313,7 @@ def _arch(report: Report, raw: Any, key: Key) -> str | None:
 
 @cache
 def _known_location(location: str) -> bool:
-    from nodus_cli.hardware import locations
+    from nodus_cli.hardware import locations  # lazy, for start-up: few files name a location
 
     try:
         return locations.is_known(location)

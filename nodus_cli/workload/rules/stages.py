@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from nodus_cli.structs import replace
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import (
     FLAT_SHORTCUTS,
     NOT_INHERITED,
@@ -27,9 +28,8 @@ from nodus_cli.workload.model import (
     Requirements,
     Stage,
 )
-from nodus_cli.workload.report import Report, clip, toml
+from nodus_cli.workload.report import ProblemReport, clip, toml
 from nodus_cli.workload.rules import command, fanout, keys, mounts, ports, requirements, values
-from nodus_cli.workload.tomlsource import Key
 
 __all__ = ["Inherited", "stages", "unused_requirements"]
 
@@ -41,8 +41,8 @@ _GPU_KEYS = ("gpu", "gpu_count", "peak_memory_gb", "share_gpu")
 class Inherited:
     """What stages take from the top level of the file (each entry with its key path).
 
-    A plain class, not a dataclass: building a dataclass costs ``nodus validate`` about half
-    a millisecond of start-up, and this one never leaves the normalizer.
+    A plain class, not a dataclass: defining a dataclass is paid at every start of ``nodus
+    validate`` (benchmarks/README.md), and this one never leaves the normalizer.
     """
 
     __slots__ = (
@@ -77,7 +77,7 @@ class Inherited:
         self.requirements = requirements
 
 
-def stages(report: Report, raw: Any, base: Inherited, mapping_wins: bool) -> list[Stage]:
+def stages(report: ProblemReport, raw: Any, base: Inherited, mapping_wins: bool) -> list[Stage]:
     """The ``[[stages]]`` array: each stage checked, and completed with what it inherits."""
     if not isinstance(raw, list) or not all(isinstance(s, dict) for s in raw):
         report.error(
@@ -149,7 +149,7 @@ def stages(report: Report, raw: Any, base: Inherited, mapping_wins: bool) -> lis
 
 
 def _name(
-    report: Report, table: dict[str, Any], prefix: Key, seen: dict[str, int], index: int
+    report: ProblemReport, table: dict[str, Any], prefix: Key, seen: dict[str, int], index: int
 ) -> str | None:
     name = values.string(report, table, (*prefix, "name"))
     if "name" not in table:
@@ -175,7 +175,7 @@ def _name(
 
 
 def _requirements(
-    report: Report,
+    report: ProblemReport,
     table: dict[str, Any],
     nested: dict[str, Any],
     prefix: Key,
@@ -201,7 +201,7 @@ def _requirements(
 
 
 def _command(
-    report: Report, table: dict[str, Any], prefix: Key, base: Inherited
+    report: ProblemReport, table: dict[str, Any], prefix: Key, base: Inherited
 ) -> tuple[list[str] | None, bool, list[str] | None]:
     """The stage's command, shell flag and entrypoint, each inherited when omitted."""
     command_key: Key = ("command",)
@@ -220,7 +220,7 @@ def _command(
     return argv, shell, entrypoint
 
 
-def unused_requirements(report: Report, doc: dict[str, Any], nested: dict[str, Any]) -> None:
+def unused_requirements(report: ProblemReport, doc: dict[str, Any], nested: dict[str, Any]) -> None:
     """Workload-level GPU and memory requirements reach no stage: say so, with the fix."""
     for key in NOT_INHERITED:
         path: Key | None = None

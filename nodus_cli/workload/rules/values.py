@@ -13,9 +13,9 @@ from typing import Any
 
 from nodus_cli.workload.duration import DURATION_HINT, parse_duration
 from nodus_cli.workload.hints import unquote_fix
+from nodus_cli.workload.lineindex import Key
 from nodus_cli.workload.model import DEFAULT_PRIORITY, PRIORITY_RANGE
-from nodus_cli.workload.report import Report, clip, toml
-from nodus_cli.workload.tomlsource import Key
+from nodus_cli.workload.report import ProblemReport, clip, toml
 
 __all__ = [
     "MAX_NUMBER",
@@ -37,7 +37,7 @@ MAX_NUMBER = 2**63
 _WHITESPACE = re.compile(r"\s")
 
 
-def string(report: Report, table: dict[str, Any], key: Key) -> str | None:
+def string(report: ProblemReport, table: dict[str, Any], key: Key) -> str | None:
     """``key[-1]`` of ``table``: a non-empty string without NUL."""
     name = key[-1]
     if name not in table:
@@ -55,7 +55,7 @@ def string(report: Report, table: dict[str, Any], key: Key) -> str | None:
     return raw
 
 
-def image(report: Report, table: dict[str, Any], key: Key) -> str | None:
+def image(report: ProblemReport, table: dict[str, Any], key: Key) -> str | None:
     """An image reference: a string without whitespace."""
     value = string(report, table, key)
     if value is not None and _WHITESPACE.search(value):
@@ -68,7 +68,7 @@ def image(report: Report, table: dict[str, Any], key: Key) -> str | None:
     return value
 
 
-def number(report: Report, raw: Any, key: Key, positive: bool, unit: str) -> float | None:
+def number(report: ProblemReport, raw: Any, key: Key, positive: bool, unit: str) -> float | None:
     """A finite quantity of ``unit``, at least 0 (greater than 0 when ``positive``)."""
     name = key[-1]
     if isinstance(raw, bool):
@@ -97,21 +97,21 @@ def number(report: Report, raw: Any, key: Key, positive: bool, unit: str) -> flo
     return value
 
 
-def quantity(report: Report, item: tuple[Any, Key] | None, unit: str) -> float | None:
+def quantity(report: ProblemReport, item: tuple[Any, Key] | None, unit: str) -> float | None:
     """A value and its key, where 0 is allowed (it means "not set")."""
     if item is None:
         return None
     return number(report, item[0], item[1], positive=False, unit=unit)
 
 
-def positive(report: Report, table: dict[str, Any], key: Key, unit: str) -> float | None:
+def positive(report: ProblemReport, table: dict[str, Any], key: Key, unit: str) -> float | None:
     """``key[-1]`` of ``table``, if present: a quantity greater than 0."""
     if key[-1] not in table:
         return None
     return number(report, table[key[-1]], key, positive=True, unit=unit)
 
 
-def priority(report: Report, table: dict[str, Any], key: Key) -> int | None:
+def priority(report: ProblemReport, table: dict[str, Any], key: Key) -> int | None:
     """``priority``: a whole number from 0 to 100 (higher first in the queue)."""
     if key[-1] not in table:
         return None
@@ -128,7 +128,7 @@ def priority(report: Report, table: dict[str, Any], key: Key) -> int | None:
     return raw
 
 
-def duration(report: Report, table: dict[str, Any], key: Key) -> float | None:
+def duration(report: ProblemReport, table: dict[str, Any], key: Key) -> float | None:
     """A duration (``wait_timeout = "30m"``): seconds, more than 0."""
     if key[-1] not in table:
         return None

@@ -14,7 +14,7 @@ from fake_engine import FakeEngine, ping
 from machine_support import FAKE_BIN, machine  # noqa: F401 - a fixture
 
 from nodus_cli.errors import InvalidInput, NotRunnable
-from nodus_cli.planning.planner import no_history
+from nodus_cli.planning.ranking import no_history
 from nodus_cli.records import RunStatus, RunStore
 from nodus_cli.run import launcher
 from nodus_cli.structs import replace

@@ -28,7 +28,8 @@ from swarm_support import (  # noqa: F401 - fixtures
 )
 
 from nodus_cli.errors import NotRunnable
-from nodus_cli.planning.planner import SEPARATE_WORK_DIRS, no_history
+from nodus_cli.planning.planner import SEPARATE_WORK_DIRS
+from nodus_cli.planning.ranking import no_history
 from nodus_cli.records import RunStore
 from nodus_cli.targets import swarm
 from nodus_cli.targets.base import Task
