@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from nodus_cli.run.events import Began, Ended, Raised, Submitted, Waiting
+from nodus_cli.run.events import TaskBegan, TaskEnded, TaskRaised, TaskSubmitted, TaskWaiting
 from nodus_cli.targets.base import Started, Task, TaskEnd, TaskState
 from nodus_cli.workload import load_text
 
@@ -19,9 +19,9 @@ def _task() -> Task:
 
 def test_events_of_different_kinds_with_the_same_payload_are_not_equal() -> None:
     task = _task()
-    assert Submitted(task, "x") != Waiting(task, "x")
-    assert Submitted(task, "x") == Submitted(task, "x")
-    assert Submitted(task, "x") != (task, "x")
+    assert TaskSubmitted(task, "x") != TaskWaiting(task, "x")
+    assert TaskSubmitted(task, "x") == TaskSubmitted(task, "x")
+    assert TaskSubmitted(task, "x") != (task, "x")
 
 
 def test_the_loop_matches_an_event_by_its_kind_and_fields() -> None:
@@ -29,25 +29,25 @@ def test_the_loop_matches_an_event_by_its_kind_and_fields() -> None:
     end = TaskEnd(TaskState.EXITED, 0)
     seen = []
     events = [
-        Submitted(task, None),
-        Waiting(task, "no GPUs"),
-        Began(task, Started(), 1.0),
-        Ended(task, end),
-        Raised(task, OSError("x")),
+        TaskSubmitted(task, None),
+        TaskWaiting(task, "no GPUs"),
+        TaskBegan(task, Started(), 1.0),
+        TaskEnded(task, end),
+        TaskRaised(task, OSError("x")),
     ]
     for event in events:
         match event:
-            case Waiting(_, message):
+            case TaskWaiting(_, message):
                 seen.append(message)
-            case Began(_, info, at):
+            case TaskBegan(_, info, at):
                 seen.append((info.devices, at))
-            case Ended(end=found):
+            case TaskEnded(end=found):
                 seen.append(found)
-            case Submitted() | Raised():
+            case TaskSubmitted() | TaskRaised():
                 seen.append(type(event).__name__)
-    assert seen == ["Submitted", "no GPUs", ((), 1.0), end, "Raised"]
+    assert seen == ["TaskSubmitted", "no GPUs", ((), 1.0), end, "TaskRaised"]
 
 
 def test_an_event_is_not_a_tuple() -> None:
     with pytest.raises(TypeError, match="not JSON serializable"):
-        json.dumps(Waiting(_task(), "x"))
+        json.dumps(TaskWaiting(_task(), "x"))
