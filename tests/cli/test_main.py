@@ -140,3 +140,18 @@ def test_a_plan_or_run_the_parser_does_not_accept_it_explains(
     path.write_text(PLANNED)
     done = nodus(*[a.replace("{f}", str(path)) for a in args])
     assert done.returncode == 2 and words in done.stderr
+
+
+def test_the_collector_runs_for_the_command_as_it_did_before() -> None:
+    # Paused only while the application is imported: a foreground run lasts hours.
+    code = (
+        "import contextlib, gc, io\n"
+        "from nodus_cli.__main__ import main\n"
+        "seen = []\n"
+        "import nodus_cli.cli.commands.validate as v\n"
+        "v.run = lambda *a, **k: seen.append(gc.isenabled()) or 0\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['validate', 'x.toml'])\n"
+        "print(seen, gc.isenabled())\n"
+    )
+    assert python(code).stdout.strip().splitlines()[-1] == "[True] True"
