@@ -36,8 +36,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from nodus_cli.api.arguments import Requirements
     from nodus_cli.api.calls import Call, CallResult, Calls
-    from nodus_cli.api.client import Client, Requirements
+    from nodus_cli.api.client import Client
     from nodus_cli.api.functions import Function, function
     from nodus_cli.api.runs import ItemResult, Run, RunResult, StageResult
     from nodus_cli.errors import CallFailed, InvalidWorkload, NodusError
@@ -54,7 +55,7 @@ _WHERE = {
     "RemoteError": "nodus_cli.functions.outcome",
     "Client": "nodus_cli.api.client",
     "ItemResult": "nodus_cli.api.runs",
-    "Requirements": "nodus_cli.api.client",
+    "Requirements": "nodus_cli.api.arguments",
     "Run": "nodus_cli.api.runs",
     "RunResult": "nodus_cli.api.runs",
     "StageResult": "nodus_cli.api.runs",

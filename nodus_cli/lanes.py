@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import queue
 import threading
-import weakref
 from collections.abc import Callable
 
-__all__ = ["IDLE_SECONDS", "Lanes", "busy"]
+__all__ = ["IDLE_SECONDS", "Lanes"]
 
 #: A job; what it returns, when callable, runs once the lane counts itself idle: a job's
 #: last word (the event that makes its caller give the next job) goes there, so that the
@@ -45,7 +44,6 @@ class Lanes:
         self._idle = 0  # alive and waiting for a job
         self._busy = 0  # jobs given and not done
         self._started = 0  # lanes ever started (their names' numbers)
-        _EVERY.add(self)
 
     def run(self, job: Job) -> None:
         """Run ``job`` on an idle lane, or on a new one when none is."""
@@ -102,17 +100,3 @@ class Lanes:
         """The lanes alive now."""
         with self._lock:
             return self._lanes
-
-
-#: Every Lanes of the process, for :func:`busy`.
-_EVERY: weakref.WeakSet[Lanes] = weakref.WeakSet()
-
-
-def busy() -> int:
-    """The jobs given to any lanes of this process and not done: a command may leave
-    without the interpreter's teardown while idle lanes wait, not while a job runs."""
-    total = 0
-    for lanes in list(_EVERY):
-        with lanes._lock:
-            total += lanes._busy
-    return total

@@ -90,16 +90,3 @@ def test_a_job_s_last_word_comes_once_its_lane_is_idle() -> None:
     lanes.run(job)
     assert _until(lambda: len(names) == 11)
     assert set(names) == {"t-1"} and lanes.threads == 1
-
-
-def test_busy_counts_the_jobs_still_running_on_any_lanes() -> None:
-    from nodus_cli import lanes as module
-
-    release = threading.Event()
-    lanes = Lanes("t")
-    before = module.busy()
-    lanes.run(lambda: release.wait(5))
-    assert module.busy() == before + 1
-    release.set()
-    assert lanes.wait(5)
-    assert module.busy() == before

@@ -57,11 +57,7 @@ CLI_MAY_USE = (
     "nodus_cli.errors",
     "nodus_cli.structs",
     "nodus_cli.text",
-    "nodus_cli.config",
-    "nodus_cli.hardware",
     "nodus_cli.workload",
-    "nodus_cli.catalog",
-    "nodus_cli.planning",
     "nodus_cli",
 )
 #: Libraries only the command line draws with.

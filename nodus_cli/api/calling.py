@@ -27,13 +27,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from nodus_cli.api.arguments import workload_of
 from nodus_cli.api.calls import Call, Calls
 from nodus_cli.errors import CallFailed, InvalidWorkload, NodusError, Problem
 from nodus_cli.records.model import RunStatus, StageStatus
 from nodus_cli.structs import replace, struct
 
 if TYPE_CHECKING:
-    from nodus_cli.api.client import Client
+    from nodus_cli.api.session import Session
     from nodus_cli.functions.layout import CallFolder
     from nodus_cli.workload import Workload
 
@@ -66,7 +67,6 @@ _NOT_WITH_FN = {
 
 
 def function_workload(
-    client: Client,
     fn: Any,
     arguments: Mapping[str, Any],
     call_id: str = "",
@@ -116,7 +116,7 @@ def function_workload(
         )
     workload: Workload | None = None
     try:
-        workload = client.workload(**doc)
+        workload = workload_of(doc)
     except InvalidWorkload as exc:
         problems.extend(
             p for p in exc.problems if not (p.loc == "image" and doc.get("image") is None)
@@ -132,7 +132,7 @@ def function_workload(
 
 
 def submit(
-    client: Client,
+    inflight: InFlight,
     fn: Callable[..., T],
     args: Sequence[Any],
     kwargs: Mapping[str, Any] | None,
@@ -143,7 +143,7 @@ def submit(
     from nodus_cli.records import new_run_id
 
     run_id = new_run_id()
-    workload = function_workload(client, fn, arguments, run_id)
+    workload = function_workload(fn, arguments, run_id)
     kwargs = dict(kwargs or {})
     if not isinstance(args, list | tuple):
         raise InvalidWorkload(
@@ -151,13 +151,13 @@ def submit(
             "client.run()",
         )
     inputs = [_Input(tuple(args), kwargs, "")]
-    call: Call[T] = Call(client, workload.name, run_id)
-    _start(client, fn, workload, inputs, [call], retries, "client.run()")
+    call: Call[T] = Call(inflight.session, workload.name, run_id)
+    _start(inflight, fn, workload, inputs, [call], retries, "client.run()")
     return call
 
 
 def submit_map(
-    client: Client,
+    inflight: InFlight,
     fn: Callable[..., T],
     items: Iterable[Any],
     arguments: Mapping[str, Any],
@@ -170,15 +170,14 @@ def submit_map(
     values = list(items)
     run_id = new_run_id()
     labels = [_label(v) for v in values]
-    workload = function_workload(
-        client, fn, arguments, run_id, labels, parallel, source="client.map()"
-    )
+    workload = function_workload(fn, arguments, run_id, labels, parallel, source="client.map()")
     inputs = [_Input((v,), {}, f"items[{i}]: ") for i, v in enumerate(values)]
+    session = inflight.session
     calls: list[Call[T]] = [
-        Call(client, workload.name, run_id, item=i, label=label) for i, label in enumerate(labels)
+        Call(session, workload.name, run_id, item=i, label=label) for i, label in enumerate(labels)
     ]
-    _start(client, fn, workload, inputs, calls, retries, "client.map()")
-    return Calls(client, workload.name, run_id, calls)
+    _start(inflight, fn, workload, inputs, calls, retries, "client.map()")
+    return Calls(session, workload.name, run_id, calls)
 
 
 @struct
@@ -192,7 +191,7 @@ class _Input:
 
 
 def _start(
-    client: Client,
+    inflight: InFlight,
     fn: Callable[..., Any],
     workload: Workload,
     inputs: list[_Input],
@@ -203,10 +202,11 @@ def _start(
     from nodus_cli.functions import runtime, serialization
     from nodus_cli.functions.layout import CallFolder
 
-    waits = [_dependencies(client, i, source) for i in inputs]
-    folder = CallFolder(client.home_folder, calls[0].id)
+    session = inflight.session
+    waits = [_dependencies(session, i, source) for i in inputs]
+    folder = CallFolder(session.home_folder, calls[0].id)
     folder.create()
-    runtime.ensure(client.home_folder)  # once, before any container needs it
+    runtime.ensure(session.home_folder)  # once, before any container needs it
     try:
         serialization.write_function(folder.function, fn, source)
         problems: list[Problem] = []
@@ -229,9 +229,9 @@ def _start(
     except BaseException:
         folder.remove()
         raise
-    driver = _Driver(client, workload, folder, inputs, waits, calls, retries, source)
+    driver = _Driver(session, workload, folder, inputs, waits, calls, retries, source)
     thread = threading.Thread(target=driver.drive, name=f"nodus-call-{calls[0].id}")
-    client._inflight.add(calls, thread)
+    inflight.add(calls, thread)
     thread.start()
 
 
@@ -255,7 +255,7 @@ def _label(value: Any) -> str:
 # -- pipelines: Calls among the arguments ---------------------------------------------------
 
 
-def _dependencies(client: Client, given: _Input, source: str) -> list[tuple[str, Call[Any]]]:
+def _dependencies(session: Session, given: _Input, source: str) -> list[tuple[str, Call[Any]]]:
     """The Calls among the arguments (and where), each of this client."""
     found: list[tuple[str, Call[Any]]] = []
     for i, value in enumerate(given.args):
@@ -270,7 +270,7 @@ def _dependencies(client: Client, given: _Input, source: str) -> list[tuple[str,
             "call.result()",
         )
         for loc, call in found
-        if call._client is not client
+        if call.session is not session
     ]
     if foreign:
         raise InvalidWorkload(foreign, source)
@@ -322,7 +322,7 @@ class _Driver:
 
     def __init__(
         self,
-        client: Client,
+        session: Session,
         workload: Workload,
         folder: CallFolder,
         inputs: list[_Input],
@@ -331,7 +331,7 @@ class _Driver:
         retries: int,
         source: str,
     ) -> None:
-        self.client = client
+        self.session = session
         self.workload = workload
         self.folder = folder
         self.inputs = inputs
@@ -356,13 +356,13 @@ class _Driver:
         finally:
             self.folder.remove()
             for index, (value, error) in sorted(self.answers.items()):
-                self.calls[index]._settle(value, error)
+                self.calls[index].settle(value, error)
 
     def _answer(
         self, call: Call[Any], value: Any = None, error: BaseException | None = None
     ) -> None:
         """Keep what ``call`` gave (the first answer stands)."""
-        self.answers.setdefault(call._item or 0, (value, error))
+        self.answers.setdefault(call.item or 0, (value, error))
 
     def _cancelled(self) -> bool:
         return all(c.cancelled() for c in self.calls)
@@ -399,31 +399,21 @@ class _Driver:
         return True
 
     def _run(self) -> None:
-        from nodus_cli.run import launcher
-
-        client = self.client
-        prepared = client.prepare(self.workload)
-        launch = prepared._launch
-        store = client._store
-        record = store.create_run(
-            launch.workload,
-            launch.target.name,
-            launch.preparation.price_per_hour,
-            None,
-            run_id=self.run_id,
-        )
+        session = self.session
+        prepared = session.prepare(self.workload)
+        record = session.record(prepared, self.run_id)
         self.recorded = True
         for call in self.calls:
-            call._recorded.set()
+            call.set_recorded()
         if self._cancelled():
-            store.request_stop(self.run_id)
-        _, outcome = launcher.execute(launch, store, retries=self.retries, record=record)
+            session.store.request_stop(self.run_id)
+        _, outcome = session.execute(prepared, retries=self.retries, record=record)
         self._settle(outcome.status, outcome.message)
 
     def _settle(self, status: RunStatus, message: str | None) -> None:
         from nodus_cli.functions import outcome
 
-        store = self.client._store
+        store = self.session.store
         record = store.get(self.run_id)
         stage = record.stages[0] if record.stages else None
         image = self.workload.stages[0].image
@@ -457,12 +447,12 @@ class _Driver:
         return message if self.recorded else f"could not start: {message}"
 
     def _fail(self, call: Call[Any], reason: str, hint: str | None, code: int = 1) -> None:
-        where = f" item {call._item}" if call._item is not None else ""
+        where = f" item {call.item}" if call.item is not None else ""
         run = f" (run {self.run_id})" if self.recorded else ""
         text = f"{self.name}{where}{run}: {reason}"
         if hint is None and self.recorded:
             hint = f"its output: nodus logs {self.run_id}" + (
-                f" --item {call._item}" if call._item is not None else ""
+                f" --item {call.item}" if call.item is not None else ""
             )
         error = CallFailed(
             text,
@@ -490,7 +480,9 @@ def _reason(exc: BaseException) -> str:
 class InFlight:
     """A client's calls not yet ended, and their driving threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, session: Session) -> None:
+        #: What the client holds: its calls run on its place, with its records.
+        self.session = session
         self._lock = threading.Lock()
         self._running: list[tuple[list[Call[Any]], threading.Thread]] = []
 
@@ -506,10 +498,10 @@ class InFlight:
         if stop:
             for calls, _ in running:
                 for call in calls:
-                    if call._item is None:
+                    if call.item is None:
                         call.cancel()
-                    elif call._recorded.is_set() and not call.done():
-                        call._client._store.request_stop(call.id)
+                    elif call.recorded and not call.done():
+                        self.session.store.request_stop(call.id)
                         break
         for _, thread in running:
             thread.join()

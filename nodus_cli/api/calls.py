@@ -27,7 +27,7 @@ from nodus_cli.records.model import RunStatus
 from nodus_cli.structs import struct
 
 if TYPE_CHECKING:
-    from nodus_cli.api.client import Client
+    from nodus_cli.api.session import Session
 
 __all__ = ["Call", "CallResult", "Calls"]
 
@@ -47,14 +47,14 @@ class Call(Future[T]):
 
     def __init__(
         self,
-        client: Client,
+        session: Session,
         name: str,
         run_id: str,
         item: int | None = None,
         label: str | None = None,
     ) -> None:
         super().__init__()
-        self._client = client
+        self._session = session
         #: The function, ``module.qualname`` (the run's workload is named so).
         self.name = name
         #: The run's id (``nodus runs``, ``nodus logs``); recorded once the call starts.
@@ -74,7 +74,7 @@ class Call(Future[T]):
         if not self._recorded.is_set():
             return RunStatus.CANCELLED if self.cancelled() else RunStatus.PENDING
         try:
-            return self._client._store.get(self.id).status
+            return self._session.store.get(self.id).status
         except UsageError:
             return RunStatus.PENDING
 
@@ -87,7 +87,7 @@ class Call(Future[T]):
             return ""
         from nodus_cli.api.runs import Run
 
-        return Run(self._client, self.id).logs(item=self._item)
+        return Run(self._session, self.id).logs(item=self._item)
 
     def stop(self) -> bool:
         """Stop the run (a map's: all of it); False when it was not running. The call then
@@ -96,7 +96,7 @@ class Call(Future[T]):
             return self.cancel()
         from nodus_cli.run.reconcile import Stopped
 
-        return self._client.stop_run(self.id).result == Stopped.STOPPED
+        return self._session.stop_run(self.id).result == Stopped.STOPPED
 
     def cancel(self) -> bool:
         """Stop the call and cancel the future (``result()`` then raises CancelledError);
@@ -106,10 +106,34 @@ class Call(Future[T]):
         if not super().cancel():
             return False
         if self._recorded.is_set():  # the run loop sees the request within a second
-            self._client._store.request_stop(self.id)
+            self._session.store.request_stop(self.id)
         return True
 
-    def _settle(self, value: Any = None, error: BaseException | None = None) -> None:
+    @property
+    def item(self) -> int | None:
+        """Its index in a map (None: a call of its own)."""
+        return self._item
+
+    @property
+    def recorded(self) -> bool:
+        """Whether its run is recorded (it has started; ``id`` names it in the records)."""
+        return self._recorded.is_set()
+
+    @property
+    def session(self) -> Session:
+        """What the client that made it holds (internal: its calls pass values only to
+        calls of the same client)."""
+        return self._session
+
+    # For the thread that drives the call (nodus_cli.api.calling), as set_result is for an
+    # executor.
+
+    def set_recorded(self) -> None:
+        """Its run is recorded: ``status``, ``logs()`` and ``stop()`` read it from now on."""
+        self._recorded.set()
+
+    def settle(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Its value, or the error it ends with (nothing when it was cancelled meanwhile)."""
         try:
             if error is not None:
                 self.set_exception(error)
@@ -139,8 +163,8 @@ class Calls(Sequence[Call[T]]):
     ``len``), all in one run (``id``, ``status``, ``logs(item=N)``, ``stop()``,
     ``cancel()``); :meth:`results` gives each item's value or error, in item order."""
 
-    def __init__(self, client: Client, name: str, run_id: str, calls: list[Call[T]]) -> None:
-        self._client = client
+    def __init__(self, session: Session, name: str, run_id: str, calls: list[Call[T]]) -> None:
+        self._session = session
         self.name = name
         self.id = run_id
         self._calls = calls
@@ -193,30 +217,30 @@ class Calls(Sequence[Call[T]]):
         return found
 
     def logs(self, item: int | None = None) -> str:
-        if not self._calls or not self._calls[0]._recorded.is_set():
+        if not self._calls or not self._calls[0].recorded:
             return ""
         from nodus_cli.api.runs import Run
 
-        return Run(self._client, self.id).logs(item=item)
+        return Run(self._session, self.id).logs(item=item)
 
     def stop(self) -> bool:
         """Stop the map (every item still running or waiting fails); False when it was not
         running."""
         if not self._calls:
             return False
-        if not self._calls[0]._recorded.is_set():
+        if not self._calls[0].recorded:
             return self.cancel()
         from nodus_cli.run.reconcile import Stopped
 
-        return self._client.stop_run(self.id).result == Stopped.STOPPED
+        return self._session.stop_run(self.id).result == Stopped.STOPPED
 
     def cancel(self) -> bool:
         """Stop the map and cancel the items that have not ended."""
         if self.done():
             return False
         self._cancelled = True
-        if self._calls and self._calls[0]._recorded.is_set():
-            self._client._store.request_stop(self.id)
+        if self._calls and self._calls[0].recorded:
+            self._session.store.request_stop(self.id)
         for call in self._calls:
             Future.cancel(call)
         return True

@@ -39,24 +39,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
+from nodus_cli.api.arguments import Requirements, workload_of
+from nodus_cli.api.catalogs import CatalogDoors
+from nodus_cli.api.session import Prepared, Session
 from nodus_cli.api.targets import CATALOG, target_names
 from nodus_cli.errors import InvalidWorkload, NodusError, UsageError
-from nodus_cli.structs import field, fields, replace, struct
+from nodus_cli.structs import replace, struct
 
 if TYPE_CHECKING:
     from nodus_cli.api.calling import InFlight
     from nodus_cli.api.calls import Call, Calls
     from nodus_cli.api.runs import LogView, Run, RunResult
-    from nodus_cli.catalog.market import Market
     from nodus_cli.planning.plan import Plan
-    from nodus_cli.planning.ranking import RuntimeLookup
-    from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.run.driver import RunEnd
-    from nodus_cli.run.launcher import Launch
     from nodus_cli.run.reconcile import StopResult
     from nodus_cli.run.sink import Sink
     from nodus_cli.run.spending import Report
-    from nodus_cli.targets.base import NodeInfo, Pulls, Target
+    from nodus_cli.targets.base import NodeInfo, Pulls
     from nodus_cli.targets.swarm.setup import NodeSetup
     from nodus_cli.workload import Result, Workload
 
@@ -72,42 +71,6 @@ __all__ = [
 T = TypeVar("T")
 
 
-@struct(frozen=True, kw_only=True)
-class Requirements:
-    """The ``[requirements]`` table, typed. Unset fields (None) are left out."""
-
-    gpu: str | None = None
-    gpu_count: int | None = None
-    peak_memory_gb: float | None = None
-    gpu_interconnect: str | None = None
-    optimization: str | None = None
-    share_gpu: bool | None = None
-    cpu: float | None = None
-    memory_gb: float | None = None
-    disk_gb: float | None = None
-    location: str | None = None
-    max_price_per_hour: float | None = None
-    arch: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        values = ((f.name, getattr(self, f.name)) for f in fields(self))
-        return {name: value for name, value in values if value is not None}
-
-
-@struct(frozen=True)
-class Prepared:
-    """A workload checked against the client's target, ready to be recorded and run
-    (:meth:`Client.execute`, :meth:`Client.submit`): what the checks found to say."""
-
-    workload: Workload
-    file: str | None
-    #: What the target says before it starts (a Swarm limit, a shared work folder).
-    notes: tuple[str, ...]
-    #: What the user should act on (a budget that cannot be enforced, a literal secret).
-    warnings: tuple[str, ...]
-    _launch: Launch = field(repr=False, compare=False)
-
-
 @struct(frozen=True)
 class Executed:
     """A run driven to its end in this process: how it ended, and the run as this process
@@ -118,7 +81,7 @@ class Executed:
     result: RunResult
 
 
-class Client:
+class Client(CatalogDoors):
     """Run workloads on a target; see the module docstring."""
 
     def __init__(
@@ -127,17 +90,23 @@ class Client:
         catalog: str | Path | None = None,
         home: str | Path | None = None,
     ) -> None:
-        names = target_names()
-        if target != CATALOG and target not in names:
-            raise UsageError(
-                f"unknown target {target!r}: nodus runs on {', '.join(names)}",
-                hint=f"--target {' or --target '.join(names)}; plans also take --target catalog",
-            )
-        self.target = target
-        self.catalog = str(catalog) if catalog is not None else None
-        self.home = Path(home) if home is not None else None
-        self._store_: RunStore | None = None
+        self._session = Session(target, catalog, home)
         self._inflight_: InFlight | None = None  # Python function calls not yet ended
+
+    @property
+    def target(self) -> str:
+        """Where it plans and runs: a target's name, or ``"catalog"`` (plans only)."""
+        return self._session.target
+
+    @property
+    def catalog(self) -> str | None:
+        """The catalog file it plans with (None: the catalog in use)."""
+        return self._session.catalog
+
+    @property
+    def home(self) -> Path | None:
+        """The state folder it was given (None: ``NODUS_HOME``)."""
+        return self._session.home
 
     def __enter__(self) -> Client:
         return self
@@ -152,96 +121,26 @@ class Client:
         records."""
         if self._inflight_ is not None:
             self._inflight_.close()
-        if self._store_ is not None:
-            self._store_.close()
-            self._store_ = None
+        self._session.close()
 
     @property
     def home_folder(self) -> Path:
         """Where this client's run records live (``NODUS_HOME`` unless ``home`` was given)."""
-        from nodus_cli import config
-
-        return self.home or config.home()
-
-    @property
-    def _store(self) -> RunStore:
-        if self._store_ is None:
-            from nodus_cli.records import RunStore
-
-            self._store_ = RunStore.open(self.home)
-        return self._store_
+        return self._session.home_folder
 
     @property
     def _inflight(self) -> InFlight:
         if self._inflight_ is None:
             from nodus_cli.api.calling import InFlight
 
-            self._inflight_ = InFlight()
+            self._inflight_ = InFlight(self._session)
         return self._inflight_
-
-    def _target(
-        self, name: str | None = None, pulls: Pulls | None = None, reading: bool = False
-    ) -> Target:
-        """The target called ``name`` (default: the client's); ``reading``: to look only,
-        so the state folder is not created for it."""
-        from nodus_cli import targets
-
-        store = self._reader() if reading else self._store
-        return targets.get(name or self.target, store, self.catalog, pulls)
-
-    def _runnable(self) -> None:
-        if self.target == CATALOG:
-            raise UsageError(
-                "the catalog is a market of quotes, not a place to run",
-                hint="run with --target local or --target swarm; `nodus plan` prices the catalog",
-            )
 
     def reconcile(self) -> list[str]:
         """Notice runs whose supervisor died: stop and remove what they left, record them
         ``failed`` (every command that reads the records does this first). Returns what
         was found, one line each."""
-        from nodus_cli.run.reconcile import reconcile
-
-        return reconcile(self._store, self.catalog)
-
-    def _reader(self) -> RunStore:
-        """The store to read, never creating it: where no run was ever recorded, an empty
-        read-only one (a plan must not make the state folder)."""
-        if self._store_ is not None:
-            return self._store_
-        from nodus_cli.records import RunStore
-
-        return RunStore.open(self.home, create=False)
-
-    def _history(self, workload: Workload) -> RuntimeLookup:
-        """This workload's measured runtimes from the records: none when there are no
-        records yet or they cannot be read (a plan is never refused for that)."""
-        from nodus_cli import config
-        from nodus_cli.planning.ranking import no_history
-
-        if self._store_ is None and not ((self.home or config.home()) / "runs.sqlite3").is_file():
-            return no_history
-        import sqlite3
-
-        from nodus_cli.records import fingerprint, runtime_lookup
-
-        try:
-            return runtime_lookup(self._reader(), fingerprint(workload))
-        except (NodusError, sqlite3.Error, OSError):
-            return no_history
-
-    def _describe(self, record: RunRecord) -> str | None:
-        """What the run's target says about an active run now (None: nothing to add)."""
-        if not record.status.active:
-            return None
-        try:
-            target = self._target(record.target, reading=True)
-            try:
-                return target.describe(record)
-            finally:
-                target.close()
-        except NodusError:
-            return None
+        return self._session.reconcile()
 
     # -- workloads -------------------------------------------------------------------
 
@@ -283,26 +182,11 @@ class Client:
     def workload(self, **arguments: Any) -> Workload:
         """The workload that :meth:`run` would submit for these arguments (``fn=...``: the
         workload of a Python function call)."""
-        from nodus_cli.workload import normalize
-
         if "fn" in arguments:
             from nodus_cli.api.calling import function_workload
 
-            return function_workload(self, arguments["fn"], arguments)
-
-        doc = _document(arguments)
-        image = doc.get("image")
-        default = str(image).rsplit("/", 1)[-1].split(":")[0] if isinstance(image, str) else "run"
-        result = normalize(
-            doc,
-            path="client.run()",
-            default_name=default or "run",
-            mapping_wins=True,
-            base_dir=Path.cwd(),
-        )
-        if result.workload is None:
-            raise InvalidWorkload(result.problems, "client.run()")
-        return result.workload
+            return function_workload(arguments["fn"], arguments)
+        return workload_of(arguments)
 
     # -- running ---------------------------------------------------------------------
 
@@ -399,7 +283,7 @@ class Client:
             from nodus_cli.api.calling import submit
 
             called = {**arguments, "queue": queue}
-            return submit(self, fn, args, kwargs, called, retries)  # type: ignore[arg-type]
+            return submit(self._inflight, fn, args, kwargs, called, retries)  # type: ignore[arg-type]
         workload = self.workload(**arguments)
         if not queue:
             workload = replace(workload, queue=False)
@@ -443,7 +327,7 @@ class Client:
             from nodus_cli.api.calling import submit_map
 
             retries = int(arguments.pop("retries", 0) or 0)
-            return submit_map(self, fn, items, arguments, parallel, retries)
+            return submit_map(self._inflight, fn, items, arguments, parallel, retries)
         spec: dict[str, Any] = {"items": list(items)}
         if parallel is not None:
             spec["parallel"] = parallel
@@ -462,14 +346,7 @@ class Client:
     ) -> Prepared:
         """Every check that can refuse the run, before anything is recorded (``pulls``:
         how an image pull is shown; by default a line on stderr)."""
-        from nodus_cli.run import launcher
-
-        self._runnable()
-        self.reconcile()
-        launch = launcher.prepare(
-            workload, self.target, self._store, catalog=self.catalog, file=file, pulls=pulls
-        )
-        return Prepared(workload, file, launch.preparation.notes, tuple(launch.warnings), launch)
+        return self._session.prepare(workload, file=file, pulls=pulls)
 
     def submit(
         self,
@@ -482,19 +359,11 @@ class Client:
         """Check (unless ``workload`` is already :class:`Prepared`), record and start it in a
         background supervisor; returns at once, or with ``handshake`` once its first task
         holds its place (or it ended early)."""
-        from nodus_cli.run import launcher
-
         prepared = workload if isinstance(workload, Prepared) else self.prepare(workload, file=file)
-        record = launcher.submit(
-            prepared._launch,
-            self._store,
-            retries=retries,
-            catalog=self.catalog,
-            handshake=handshake,
-        )
+        record = self._session.submit(prepared, retries=retries, handshake=handshake)
         from nodus_cli.api.runs import Run
 
-        return Run(self, record.id)
+        return Run(self._session, record.id)
 
     def execute(
         self,
@@ -506,12 +375,8 @@ class Client:
     ) -> Executed:
         """Check (unless already :class:`Prepared`), record and run it in this process (the
         foreground); its output goes to ``sink`` as it comes, and SIGINT/SIGTERM stop it."""
-        from nodus_cli.run import launcher
-
         prepared = workload if isinstance(workload, Prepared) else self.prepare(workload, file=file)
-        record, outcome = launcher.execute(
-            prepared._launch, self._store, retries=retries, sink=sink
-        )
+        record, outcome = self._session.execute(prepared, retries=retries, sink=sink)
         from nodus_cli.api.runs import RunResult
 
         return Executed(record.id, outcome, RunResult.of(record))
@@ -526,7 +391,7 @@ class Client:
         """A recorded run and its workload, to run again (``${NAME}`` is resolved anew)."""
         from nodus_cli.workload import from_json
 
-        record = self._store.get(run_id)
+        record = self._session.store.get(run_id)
         from nodus_cli.api.runs import RunResult
 
         return RunResult.of(record), from_json(record.workload_json)
@@ -559,7 +424,7 @@ class Client:
         else:
             workload = self.workload(**arguments)
             warnings = []
-        history = self._history(workload)
+        history = self._session.history(workload)
         if self.target == CATALOG:
             from nodus_cli import catalog
             from nodus_cli.planning.planner import plan_workload
@@ -571,7 +436,7 @@ class Client:
             if stale:
                 plan.warnings.append(stale)
         else:
-            target = self._target(reading=True)
+            target = self._session.place(reading=True)
             try:
                 offers = target.offers(workload)
                 plan = target.plan(workload, history)
@@ -588,30 +453,10 @@ class Client:
             plan.notes.append(spending)
         return plan
 
-    def gpus(self, name: str | None = None) -> list[dict[str, Any]]:
-        """The GPU models with their offers and lowest prices in the catalog."""
-        from nodus_cli.catalog import market
-
-        return market.gpu_summaries(name, catalog_path=self.catalog)
-
-    def market(
-        self,
-        name: str | None = None,
-        *,
-        supplier: str | None = None,
-        location: str | None = None,
-        count: int | None = None,
-    ) -> Market:
-        """What the catalog offers: every GPU model cheapest per GPU-hour first, or one
-        model's offers (``name``), filtered by supplier, location and GPU count."""
-        from nodus_cli.catalog import market
-
-        return market.survey(name, supplier, location, count, self.catalog)
-
     def list_nodes(self) -> list[NodeInfo]:
         """What the target holds now: per machine CPUs, memory, GPU model, count and free."""
-        self._runnable()
-        target = self._target(reading=True)
+        self._session.runnable()
+        target = self._session.place(reading=True)
         try:
             return target.nodes()
         finally:
@@ -622,19 +467,20 @@ class Client:
         self.reconcile()
         from nodus_cli.api.runs import RunResult
 
-        return [RunResult.of(r, self._describe(r)) for r in self._store.list_runs(limit)]
+        session = self._session
+        return [RunResult.of(r, session.describe(r)) for r in session.store.list_runs(limit)]
 
     def get(self, run_id: str) -> Run:
         """A handle on a recorded run (a unique prefix of its id is enough)."""
         from nodus_cli.api.runs import Run
 
-        return Run(self, self._store.get(run_id).id)
+        return Run(self._session, self._session.store.get(run_id).id)
 
     def newest(self) -> Run:
         """A handle on the newest recorded run."""
         from nodus_cli.api.runs import Run
 
-        return Run(self, self._store.newest().id)
+        return Run(self._session, self._session.store.newest().id)
 
     def logs(self, run_id: str | None = None) -> LogView:
         """A run's log as it is now (default: the newest run's), to read and follow.
@@ -654,14 +500,13 @@ class Client:
         stages = [s.name for s in record.stages]
         from nodus_cli.api.runs import LogView
 
-        return LogView(record.id, stages, lines, offset, found=found, _run=run)
+        return LogView.of(run, stages, lines, offset, found)
 
     def _log_file(self, error: NodusError, run_id: str | None) -> LogView:
         """The log file of a run whose records cannot be read (a damaged database)."""
-        from nodus_cli import config
         from nodus_cli.records import RunStore
 
-        store = RunStore(self.home or config.home(), read_only=True)  # log files only
+        store = RunStore(self.home_folder, read_only=True)  # log files only
         chosen = [i for i in store.log_ids() if run_id is None or i.startswith(run_id)]
         if not chosen:
             raise error
@@ -679,9 +524,7 @@ class Client:
     def stop_run(self, run_id: str) -> StopResult:
         """Stop a run and say what happened (UsageError for an unknown id): its containers
         or services removed, its GPUs freed, recorded ``cancelled``."""
-        from nodus_cli.run.reconcile import stop
-
-        return stop(self._store, run_id, self.catalog)
+        return self._session.stop_run(run_id)
 
     def spend(self) -> Report:
         """Today's and this month's spend (UTC), per workload and per target, against the
@@ -690,7 +533,7 @@ class Client:
         from nodus_cli.run.spending import report
 
         self.reconcile()
-        return report(self._store)
+        return report(self._session.store)
 
     def init_node(
         self,
@@ -716,26 +559,3 @@ def _kind(mode: int) -> str:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "not a plain file"
-
-
-def _document(arguments: Mapping[str, Any]) -> dict[str, Any]:
-    """Keyword arguments as the document a workload file would parse to."""
-    doc: dict[str, Any] = {}
-    for key, value in arguments.items():
-        if value is None:
-            continue
-        doc[key] = _plain(value)
-    return doc
-
-
-def _plain(value: Any) -> Any:
-    """Typed values (Requirements, paths, tuples) as the TOML types the rules expect."""
-    if isinstance(value, Requirements):
-        return value.as_dict()
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value

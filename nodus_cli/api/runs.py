@@ -16,7 +16,7 @@ from nodus_cli.records.model import RunStatus, StageStatus
 from nodus_cli.structs import field, struct
 
 if TYPE_CHECKING:
-    from nodus_cli.api.client import Client
+    from nodus_cli.api.session import Session
     from nodus_cli.records import LogLine, RunRecord, StageRecord, TaskRecord
 
 __all__ = ["ItemResult", "LogView", "Run", "RunResult", "StageResult"]
@@ -164,6 +164,13 @@ class LogView:
     found: list[str] = field(default_factory=list)
     _run: Run | None = field(default=None, repr=False, compare=False)
 
+    @classmethod
+    def of(
+        cls, run: Run, stages: list[str], lines: list[LogLine], offset: int, found: list[str]
+    ) -> LogView:
+        """The log of ``run`` read up to ``offset``, to follow from there."""
+        return cls(run.id, stages, lines, offset, found=found, _run=run)
+
     def follow(self) -> Iterator[list[LogLine]]:
         """New lines as they come, until the run ends (nothing without the records)."""
         if self._run is not None:
@@ -173,20 +180,20 @@ class LogView:
 class Run:
     """A handle on one recorded run."""
 
-    def __init__(self, client: Client, run_id: str) -> None:
-        self._client = client
+    def __init__(self, session: Session, run_id: str) -> None:
+        self._session = session
         self.id = run_id
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.status}>"
 
     def record(self) -> RunRecord:
-        return self._client._store.get(self.id)
+        return self._session.store.get(self.id)
 
     def result(self, tasks: bool = False) -> RunResult:
         """The run as recorded now (``tasks``: with every task of its fan-out stages)."""
-        record = self._client._store.get(self.id, tasks=tasks)
-        return RunResult.of(record, self._client._describe(record))
+        record = self._session.store.get(self.id, tasks=tasks)
+        return RunResult.of(record, self._session.describe(record))
 
     @property
     def status(self) -> RunStatus:
@@ -203,7 +210,7 @@ class Run:
                 return RunResult.of(record)
             if time.monotonic() - checked > _RECONCILE_EVERY:
                 checked = time.monotonic()
-                self._client.reconcile()  # a supervisor that died is noticed here too
+                self._session.reconcile()  # a supervisor that died is noticed here too
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"run {self.id} is still {record.status} after {timeout:g} s")
             time.sleep(
@@ -213,12 +220,12 @@ class Run:
 
     def read_log(self, offset: int = 0) -> tuple[list[LogLine], int]:
         """The log's lines from ``offset`` on, and the offset to read from next."""
-        return self._client._store.read_log(self.id, offset)
+        return self._session.store.read_log(self.id, offset)
 
     def follow(self, offset: int = 0) -> Iterator[list[LogLine]]:
         """Batches of new log lines from ``offset`` on, until the run has ended and its
         last lines are read (a supervisor that died is noticed meanwhile)."""
-        store = self._client._store
+        store = self._session.store
         checked = time.monotonic()
         while True:
             fresh, offset = store.read_log(self.id, offset)
@@ -231,7 +238,7 @@ class Run:
                 return
             if time.monotonic() - checked > _RECONCILE_EVERY:
                 checked = time.monotonic()
-                self._client.reconcile()
+                self._session.reconcile()
             time.sleep(_FOLLOW_EVERY)
 
     def log_lines(self, stage: str | None = None, item: int | None = None) -> list[LogLine]:
@@ -253,13 +260,13 @@ class Run:
         """Stop the run; False when it was not running."""
         from nodus_cli.run.reconcile import Stopped
 
-        return self._client.stop_run(self.id).result == Stopped.STOPPED
+        return self._session.stop_run(self.id).result == Stopped.STOPPED
 
     def results(self, wait: bool = True) -> list[ItemResult]:
         """Per-item outcomes of the run's fan-out stage(s), in item order."""
         if wait:
             self.wait()
-        store = self._client._store
+        store = self._session.store
         record = store.get(self.id)
         found: list[ItemResult] = []
         for idx, stage in enumerate(record.stages):

@@ -163,11 +163,9 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Price every configuration that can run the workload; exit 3 when none can."""
-    from nodus_cli.cli import invoke
+    from nodus_cli.cli.commands import plan as command
 
-    raise typer.Exit(
-        invoke.plan(invoke.PlanOptions(file, target.value, catalog, top, wide, as_json))
-    )
+    raise typer.Exit(command.run(file, target.value, catalog, top, as_json, wide=wide))
 
 
 RetriesOpt = Annotated[
@@ -250,25 +248,17 @@ def run(
 
     When the GPUs it needs are held by other runs, it waits for them in line (queued),
     unless --no-wait."""
-    from nodus_cli.cli import invoke
+    place = (target or PlanTarget("local")).value
+    if dry_run:  # plans against the target `run` would use
+        from nodus_cli.cli.commands import plan as planning
 
-    options = invoke.RunOptions(
-        file,
-        (target or PlanTarget("local")).value,
-        catalog,
-        dry_run,
-        detach,
-        retries,
-        tuple(env or ()),
-        output,
-        priority,
-        no_wait,
-        wait_timeout,
-        top,
-        wide,
-        as_json,
+        raise typer.Exit(planning.run(file, place, catalog, top, as_json, wide, dry_run=True))
+    from nodus_cli.cli.commands import run as command
+
+    waiting = command.Waiting(priority, not no_wait, wait_timeout)
+    raise typer.Exit(
+        command.run(file, place, catalog, detach, retries, as_json, env or None, output, waiting)
     )
-    raise typer.Exit(invoke.run(options))
 
 
 @app.command()

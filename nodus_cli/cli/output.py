@@ -6,6 +6,11 @@ shows its progress with it only on a terminal: :class:`PullDisplay`). The plain-
 width (:func:`terminal_width`): prose wraps at word boundaries, tables drop their
 lower-priority columns and then clip long cells with "…". Where no width is known (a pipe,
 COLUMNS unset) nothing is wrapped or clipped, so scripts and greps see every value.
+
+One way to draw a table: :meth:`Writer.table`, for every command (``plan``, ``gpus``,
+``runs``, ``spend``, ``nodes``, ``catalog``). rich draws no table in nodus; it prints the
+errors (:func:`fail`), the progress bars (an image pull, a run on a terminal, ``catalog
+update``) and ``swarm init-node``'s steps.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -178,3 +179,14 @@ def test_notes_on_stderr_fit_the_terminal_too(
     monkeypatch.delenv("COLUMNS")  # captured stderr is not a terminal: one line, in full
     stderr_line(text)
     assert capsys.readouterr().err == text + "\n"
+
+
+def test_every_table_is_drawn_by_the_writer_never_by_rich() -> None:
+    # One way to draw a table (cli/output.py): Writer.table fits 80 columns and NO_COLOR.
+    package = Path(__file__).resolve().parents[2] / "nodus_cli"
+    drawn = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if "rich.table" in path.read_text("utf-8")
+    ]
+    assert drawn == []

@@ -15,8 +15,7 @@ import os
 import sys
 from typing import Any
 
-from nodus_cli import catalog, config
-from nodus_cli.catalog.sources import Source
+from nodus_cli.api import CatalogKind, Client, Source, SourceError
 from nodus_cli.cli.output import Writer, emit_json
 from nodus_cli.text import plural
 
@@ -32,13 +31,14 @@ CHOSEN_WORDS = {
 
 
 def run(catalog_path: str | None, as_json: bool) -> int:
-    cat = catalog.load(catalog_path)
+    in_use = Client(catalog=catalog_path).catalog_in_use()
+    cat = in_use.catalog
     suppliers: dict[str, int] = {}
     for o in cat.offers:
         suppliers[o.supplier] = suppliers.get(o.supplier, 0) + 1
-    embedded = cat.kind == catalog.EMBEDDED
-    age = cat.age_days()
-    max_age = config.catalog().max_age_days
+    embedded = cat.kind == CatalogKind.EMBEDDED
+    age = in_use.age_days
+    max_age = in_use.max_age_days
     doc: dict[str, Any] = {
         "version": JSON_VERSION,
         "path": cat.path,
@@ -56,12 +56,10 @@ def run(catalog_path: str | None, as_json: bool) -> int:
         "as_of_note": cat.meta.get("as_of_note"),
         "age_days": round(age, 3) if age is not None else None,
         "max_age_days": max_age,
-        "stale": age is not None and age > max_age,
+        "stale": in_use.stale,
         "snapshot_note": cat.meta.get("snapshot_note"),
         "provenance": cat.meta.get("provenance"),
-        "host_size_minimum": {
-            s: why for s, why in catalog.HOST_SIZE_MINIMUM.items() if s in suppliers
-        },
+        "host_size_minimum": in_use.host_size_minimum,
         "dropped": cat.meta.get("dropped", {}),
         "sources": cat.meta.get("sources", []),
         "origins": [o.as_json() for o in cat.origins],
@@ -71,9 +69,9 @@ def run(catalog_path: str | None, as_json: bool) -> int:
         return 0
     out = Writer()
     kinds = {
-        catalog.EMBEDDED: "embedded catalog",
-        catalog.USER_FILE: "user catalog",
-        catalog.UPDATED: "updated catalog",
+        CatalogKind.EMBEDDED: "embedded catalog",
+        CatalogKind.USER_FILE: "user catalog",
+        CatalogKind.UPDATED: "updated catalog",
     }
     out.line(f"{out.paint('catalog in use', 'bold')}: {cat.name} ({cat.path})")
     out.line(f"  {kinds.get(cat.kind, cat.kind)}, in use by {doc['chosen_by']}")
@@ -93,7 +91,7 @@ def run(catalog_path: str | None, as_json: bool) -> int:
         )
     if embedded:
         out.line(f"  built from {doc['built_from']} on {doc['built_at'] or '?'}")
-    elif cat.kind == catalog.USER_FILE:
+    elif cat.kind == CatalogKind.USER_FILE:
         out.line(f"  file modified on {doc['built_at'] or '?'}")
     else:
         out.line(f"  updated at {cat.meta.get('updated_at') or '?'}")
@@ -105,7 +103,7 @@ def run(catalog_path: str | None, as_json: bool) -> int:
         out.line(f"  {doc['snapshot_note']}")
     if doc["provenance"]:
         out.line(f"  provenance: {doc['provenance']}")
-    if cat.kind == catalog.UPDATED:
+    if cat.kind == CatalogKind.UPDATED:
         _show_update_sources(out, doc["sources"])
     if cat.origins:
         out.line()
@@ -123,12 +121,10 @@ def run(catalog_path: str | None, as_json: bool) -> int:
                 "dim",
             )
         )
-    elif cat.kind == catalog.UPDATED:
-        from nodus_cli.catalog import store as catalog_store
-
+    elif cat.kind == CatalogKind.UPDATED:
         out.line(
             out.paint(
-                f"`nodus catalog update` refreshes it; remove {catalog_store.folder()} to use "
+                f"`nodus catalog update` refreshes it; remove {in_use.folder} to use "
                 "the embedded catalog again",
                 "dim",
             )
@@ -323,55 +319,28 @@ def update(
     retries: int,
     replace: bool = False,
 ) -> int:
-    from nodus_cli.catalog import sources as catalog_sources
-    from nodus_cli.catalog import update as catalog_update
-    from nodus_cli.catalog.sources import SourceError
-    from nodus_cli.errors import NodusError
-
-    cfg = config.catalog()
-    if arguments:
-        entries = []
-        for text in arguments:
-            try:
-                entries.append(config.parse_source(text))  # a path: from the working folder
-            except ValueError as exc:
-                raise NodusError(f"SOURCE {text!r}: {exc}", exit_code=2) from None
-    else:
-        entries = list(cfg.sources)
-    if not entries:
-        raise NodusError(
-            "no sources to update from: give SOURCE URLs, or list them in [catalog] sources "
-            f"in {config.config_path()}",
-            exit_code=2,
-            hint='e.g. sources = ["https://raw.githubusercontent.com/skypilot-org/'
-            'skypilot-catalog/master/catalogs/v7/aws/vms.csv"]',
-        )
-    sources = catalog_sources.resolve(entries)
-    seconds = cfg.timeout if timeout is None else timeout
-    reporter: Any
+    client = Client()
+    sources = client.catalog_sources(arguments)
+    reporter: Any = None  # None: silent
     bar: BarProgress | None = None
     if replace and not as_json:
         sys.stderr.write(
             "nodus: --replace: the catalog in use will hold only the suppliers these sources "
             "carry; every other supplier (the embedded catalog's too) is removed\n"
         )
-    if as_json:
-        reporter = catalog_sources.Silent()
-        if sys.stderr.isatty():
-            bar = reporter = BarProgress()
-    elif sys.stderr.isatty():
+    if sys.stderr.isatty():
         bar = reporter = BarProgress()
-    else:
+    elif not as_json:
         reporter = PlainProgress()
     try:
         if bar is not None:
             with bar:
-                result = catalog_update.update(
-                    sources, timeout=seconds, retries=retries, reporter=reporter, replace=replace
+                result = client.update_catalog(
+                    sources, timeout=timeout, retries=retries, reporter=reporter, replace=replace
                 )
         else:
-            result = catalog_update.update(
-                sources, timeout=seconds, retries=retries, reporter=reporter, replace=replace
+            result = client.update_catalog(
+                sources, timeout=timeout, retries=retries, reporter=reporter, replace=replace
             )
     except SourceError as exc:
         if as_json:

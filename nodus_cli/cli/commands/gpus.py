@@ -6,7 +6,7 @@ GPU-hour with where it is. ``nodus gpus NAME`` (any accepted spelling, or a memo
 such as ``A100-80GB``) lists that model's offers, cheapest per GPU-hour first. Both take
 ``--supplier``, ``--location`` and ``--count`` filters, ``--top N`` (rows shown: every
 model, or a model's 20 cheapest offers, by default; ``--json`` lists all), ``--wide`` and
-``--json``. The order and the figures are :mod:`nodus_cli.catalog.market`'s; this module renders.
+``--json``. The order and the figures are :meth:`Client.market`'s; this module renders.
 
 On a terminal the tables fit its width: the model list leaves out vendor, region and
 machine (in that order) before it clips anything; the offers leave out arch, spot price,
@@ -15,14 +15,11 @@ vCPU and memory, then clip machine IDs, regions and suppliers with "…".
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from nodus_cli.api import Client
+from nodus_cli.api import Client, Offer
 from nodus_cli.cli.output import Writer, emit_json
 from nodus_cli.text import bounded, money, plural
-
-if TYPE_CHECKING:
-    from nodus_cli.catalog import Offer
 
 #: The ``--json`` document's shape: bumped only when a field is renamed or retyped.
 JSON_VERSION = 1

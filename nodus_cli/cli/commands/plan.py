@@ -17,12 +17,16 @@ and shown in the header (``limits`` in ``--json``).
 
 from __future__ import annotations
 
-from nodus_cli.api.client import Client
+from nodus_cli.api import (
+    BASIS_RUNTIME,
+    CHECKS,
+    Candidate,
+    Client,
+    Plan,
+    StagePlan,
+    image_cuda,
+)
 from nodus_cli.cli.output import Writer, stderr_line
-from nodus_cli.hardware import cuda
-from nodus_cli.planning.filters import CHECKS
-from nodus_cli.planning.plan import Plan, StagePlan
-from nodus_cli.planning.ranking import BASIS_RUNTIME, Candidate
 from nodus_cli.text import gpu_text, money, plural
 from nodus_cli.workload import Requirements
 
@@ -166,8 +170,8 @@ def _offer_line(c: Candidate) -> str:
 def _show_stage(stage: StagePlan, top: int, out: Writer) -> None:
     out.line(f"{out.paint('stage ' + stage.name, 'cyan')}: {describe_requirements(stage)}")
     if stage.image:
-        declared = cuda.declared_cuda(stage.image) if stage.requirements.wants_gpu else None
-        shown = f" (declares {cuda.shown(declared)})" if declared else ""
+        declared = image_cuda(stage.image) if stage.requirements.wants_gpu else None
+        shown = f" (declares {declared})" if declared else ""
         out.line(f"  image: {stage.image}{shown}")
     total = stage.eligible + sum(stage.excluded.values())
     excluded = ", ".join(f"{k} {stage.excluded[k]}" for k in CHECKS if stage.excluded[k])
