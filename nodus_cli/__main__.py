@@ -20,6 +20,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from nodus_cli import collector
+
 if TYPE_CHECKING:
     from typer import Typer
 
@@ -57,16 +59,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _application() -> Typer:
     """The Typer application; imported, the first time, with the collector paused."""
-    fresh, collecting = "nodus_cli.cli.app" not in sys.modules, gc.isenabled()
-    if fresh:
-        gc.disable()
-    try:
+    if "nodus_cli.cli.app" in sys.modules:
         from nodus_cli.cli.app import app
-    finally:
-        if fresh:
+
+        return app
+    with collector.paused():
+        try:
+            from nodus_cli.cli.app import app
+        finally:
             gc.freeze()
-            if collecting:
-                gc.enable()
     return app
 
 
