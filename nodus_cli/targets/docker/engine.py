@@ -127,7 +127,7 @@ class Engine:
         _, headers, _ = self.http.call(
             "GET", "/_ping", timeout=timeout or self.connect_timeout, versioned=False
         )
-        version = str(headers.get("api-version") or "1.41")  # names are lowercased
+        version = str(headers.get("Api-Version") or "1.41")
         major, minor = min(_parse_version(version), MAX_API)
         self.api = self.http.version = f"{major}.{minor}"
         return version

@@ -279,9 +279,9 @@ class Http:
         timeout: float | None = None,
         versioned: bool = True,
         headers: Mapping[str, str] | None = None,
-    ) -> tuple[int, dict[str, str], bytes]:
-        """One request on this thread's connection: (status, headers with lowercase names,
-        body); EngineError for an error answer. A kept-alive connection the engine closed
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """One request on this thread's connection: (status, headers, body); EngineError
+        for an error answer. A kept-alive connection the engine closed
         meanwhile is made again, once."""
         payload = json.dumps(body).encode() if body is not None else None
         sent = {"User-Agent": "nodus", **(headers or {})}
@@ -306,7 +306,7 @@ class Http:
                 raise _failure(exc, self.where, f"{method} {path}") from None
             if answer.status >= 400:
                 raise EngineError(answer.status, _message(data, answer.status))
-            return answer.status, {k.lower(): v for k, v in answer.getheaders()}, data
+            return answer.status, answer.headers, data
         raise AssertionError("unreachable")  # pragma: no cover
 
     def json(
