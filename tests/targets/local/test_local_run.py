@@ -653,7 +653,7 @@ def test_a_finished_run_leaves_without_the_interpreter_s_teardown(nodus_env: Nod
 def test_a_local_run_of_a_command_loads_neither_the_docker_sdk_nor_the_function_machinery(
     nodus_env: Nodus,
 ) -> None:
-    # start-up is felt in CI: the SDK is for pulls and Swarm, pickle for Python functions
+    # start-up is felt in CI: the SDK is for registry credentials, pickle for Python functions
 
     path = nodus_env.write(workload("lean", "echo lean"))
     code = (
