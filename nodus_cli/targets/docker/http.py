@@ -50,6 +50,8 @@ __all__ = [
 #: (a container wait cut short is not an exit code).
 _CUT = "the engine closed the connection in the middle of its answer"
 _CLOSED = "the engine closed the connection"
+#: A stream (a log, the events) that ended other than by its end or by ``close()``.
+_STREAM_CUT = "the engine closed the stream"
 #: What to check when the engine does not answer as it should.
 UNREACHABLE_HINT = (
     "is dockerd running (`docker info`)? check DOCKER_HOST and that you may use the "
@@ -182,11 +184,12 @@ class Stream:
                 return b""
             if isinstance(exc, TimeoutError):
                 raise _failure(exc, self._where, "reading a stream") from None
-            raise EngineUnreachable(self._where, "the engine closed the stream") from None
+            raise EngineUnreachable(self._where, _STREAM_CUT) from None
 
     def frames(self) -> Iterator[tuple[int, bytes]]:
         """A non-TTY container's output: (1 stdout | 2 stderr, bytes) frames (Docker's
-        multiplexed stream: an 8-byte header, its third word the size of what follows)."""
+        multiplexed stream: an 8-byte header, the stream and then the size of what follows
+        in its last four bytes)."""
         while len(header := self.read(8)) == 8:
             size = int.from_bytes(header[4:8], "big")
             yield header[0], self.read(size) if size else b""
@@ -281,8 +284,8 @@ class Http:
         headers: Mapping[str, str] | None = None,
     ) -> tuple[int, http.client.HTTPMessage, bytes]:
         """One request on this thread's connection: (status, headers, body); EngineError
-        for an error answer. A kept-alive connection the engine closed
-        meanwhile is made again, once."""
+        for an error answer. A kept-alive connection the engine closed meanwhile (before
+        any answer began) is made again, once."""
         payload = json.dumps(body).encode() if body is not None else None
         sent = {"User-Agent": "nodus", **(headers or {})}
         if payload is not None:
@@ -291,6 +294,7 @@ class Http:
         for attempt in (1, 2):
             conn = self._pooled()
             fresh = conn.sock is None  # a close by the peer now is not an idle timeout
+            answer = None
             try:
                 if fresh:
                     conn.connect()
@@ -301,7 +305,7 @@ class Http:
             except _TRANSPORT as exc:
                 self._drop()
                 closed = isinstance(exc, ConnectionResetError | BrokenPipeError)
-                if closed and not fresh and attempt == 1:
+                if closed and answer is None and not fresh and attempt == 1:
                     continue  # the engine closed an idle kept-alive connection
                 raise _failure(exc, self.where, f"{method} {path}") from None
             if answer.status >= 400:

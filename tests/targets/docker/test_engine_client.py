@@ -9,6 +9,7 @@ import base64
 import json
 import socket
 import ssl
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -19,7 +20,9 @@ from fake_engine import FakeEngine, Handler, chunked, ping, reply
 from interpreter import python
 from paths import REPO
 
+from nodus_cli.errors import NodusError
 from nodus_cli.targets.docker import engine
+from nodus_cli.targets.docker.images import ensure as ensure_image
 
 API = r"/v1\.4\d"
 
@@ -269,3 +272,40 @@ def test_the_docker_sdk_serves_only_the_registry_credentials() -> None:
             elif isinstance(node, ast.Import):
                 used |= {a.name for a in node.names if a.name.split(".")[0] == "docker"}
     assert used == {"docker.auth", "docker.errors.DockerException"}
+
+
+def test_a_credential_helper_that_fails_is_a_clear_error_not_a_traceback(
+    docker_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (docker_config / "config.json").write_text('{"credsStore": "nodus-none"}', encoding="utf-8")
+    monkeypatch.setenv("PATH", str(docker_config))  # no docker-credential-nodus-none
+    with FakeEngine() as fake:
+        fake.route("GET", API + "/images/.*/json", reply(404, {"message": "No such image"}))
+        with pytest.warns(UserWarning), pytest.raises(NodusError) as caught:
+            ensure_image(engine.Engine(fake.host), "team/img:1")
+    assert caught.value.message.startswith("cannot get image team/img:1: reading the Docker")
+    assert "docker-credential-nodus-none" in caught.value.message
+    assert not any("/images/create" in path for _, path in fake.requests)
+
+
+def test_an_answer_reset_midway_on_a_kept_alive_connection_is_not_asked_again() -> None:
+    # Only a kept-alive connection closed before any answer is made again: once the
+    # engine began answering, it did what it was asked.
+    def reset_midway(h: Handler) -> None:
+        h.send_response(200)
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        h.wfile.write(b'5\r\n{"Sta')
+        h.wfile.flush()
+        h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        h.close_connection = True
+        h.connection.close()  # a reset, not an orderly end
+
+    with FakeEngine(tcp=True) as fake:
+        fake.route("GET", API + "/containers/json", reply(200, []))
+        fake.route("POST", API + "/containers/c/wait", reset_midway)
+        eng = engine.Engine(fake.host)
+        assert eng.containers({}) == []  # the connection is kept alive
+        with pytest.raises(engine.EngineUnreachable):
+            eng.wait("c")
+        assert [method for method, _ in fake.requests] == ["GET", "POST"]
