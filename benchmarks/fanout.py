@@ -40,9 +40,9 @@ start, wait, remove, two log streams) where the raw driver makes five; the raw d
 own calls (``http.client``) cost it 0.3-0.6 ms each, its CPU a task printed beside nodus's.
 
 Removed on the way (first measured at 48 ms a task, the stand-in's calls through a pyenv
-shim included): the Docker SDK and requests per call (~11 ms;
-now our own HTTP/1.1 over one kept-alive connection per thread), an nvidia-smi per task
-(now one per interval for the whole process), removal in the critical path, three new
+shim included): the Docker SDK and requests per call (~11 ms; now the standard library's
+http.client over one kept-alive connection per thread), an nvidia-smi per task (now one
+per interval for the whole process), removal in the critical path, three new
 threads and two new connections a task (now lanes, nodus_cli/lanes.py: threads that serve
 task after task, each keeping its connection). Left: one listing instead of two when
 nobody else uses the engine; the log's two streams (live, then the final read), each on a

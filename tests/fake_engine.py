@@ -10,7 +10,8 @@ pull, drop a connection mid-answer, split a log frame across chunks) is scripted
 
 Each route is a method and a regular expression the whole request path (without its
 query) must match; the first match answers. ``fake.requests`` lists what was asked
-(method, path with query). Unmatched requests get a 404 like dockerd's.
+(method, path with query). Unmatched requests get a 404 like dockerd's. ``FakeEngine(tcp=True)``
+listens on 127.0.0.1 instead (``tcp://``), with TLS when given a server ``ssl`` context.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 import shutil
 import socket
 import socketserver
+import ssl
 import tempfile
 import threading
 from collections.abc import Callable
@@ -33,7 +35,7 @@ Answer = Callable[["Handler"], None]
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: Server
+    server: Server | TcpServer
 
     def do_GET(self) -> None:
         self.server.fake.dispatch(self)
@@ -56,8 +58,17 @@ class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         pass  # a client that hung up on a stalled answer
 
 
+class TcpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    block_on_close = False
+    fake: FakeEngine
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
+
+
 class FakeEngine:
-    def __init__(self) -> None:
+    def __init__(self, tcp: bool = False, tls: ssl.SSLContext | None = None) -> None:
         # AF_UNIX paths are short (108 bytes): not under pytest's long tmp_path.
         self.folder = Path(tempfile.mkdtemp(prefix="nodus-fake-engine-"))
         self.path = self.folder / "docker.sock"
@@ -66,11 +77,19 @@ class FakeEngine:
         self.bodies: list[bytes] = []
         self.release = threading.Event()  # ends every stalled answer
         self.connections: list[socket.socket] = []
-        self.server = Server(str(self.path), Handler)
+        self.server: Server | TcpServer
+        if tcp:
+            self.server = TcpServer(("127.0.0.1", 0), Handler)
+            if tls is not None:
+                self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        else:
+            self.server = Server(str(self.path), Handler)
         self.server.fake = self
 
     @property
     def host(self) -> str:
+        if isinstance(self.server, TcpServer):
+            return f"tcp://127.0.0.1:{self.server.server_address[1]}"
         return f"unix://{self.path}"
 
     def route(self, method: str, path: str, answer: Answer) -> None:

@@ -1,17 +1,16 @@
 """Access to the Docker engine, with one clear message when it is down.
 
 :class:`Engine` makes the Engine-API calls of a local run, and the Swarm calls of
-:class:`~nodus_cli.targets.swarm.api.SwarmApi`, straight over the engine's socket
-(:mod:`.http`: the standard library, a kept-alive connection per thread), pulls included.
-The Docker SDK stays for its ``auth`` module, the registry credentials of the Docker
-CLI's configuration (read only where one holds any). Its failures and the transport's
-become nodus's in this module alone (:meth:`Engine.mapped` for the SDK's, the
-transport's in :meth:`Engine.answer`). Every
-target finds the engine as the ``docker`` CLI does (:func:`endpoint`): ``DOCKER_HOST``
-(with ``DOCKER_TLS_VERIFY`` / ``DOCKER_CERT_PATH``), else the current Docker context
-(``docker context use``), else the local socket. The SDK is imported only when credentials
-are needed: never by ``nodus --help``, ``validate``, ``plan``, nor by a run of an image
-the engine has, local or on Swarm.
+:class:`~nodus_cli.targets.swarm.api.SwarmApi`, pulls included, over the engine's socket
+(:mod:`.http`: the standard library's HTTP client, a kept-alive connection per thread).
+Whatever fails on the way raises one of the engine's failures named here
+(:class:`EngineUnreachable`, :class:`EngineTimeout`, :class:`EngineError`), made by the
+transport in one place. The Docker SDK's public ``auth`` module reads the registry
+credentials of the Docker CLI's configuration, and is imported only where one holds any:
+never by ``nodus --help``, ``validate``, ``plan``, nor by a run without credentials, local
+or on Swarm. Every target finds the engine as the ``docker`` CLI does (:func:`endpoint`):
+``DOCKER_HOST`` (with ``DOCKER_TLS_VERIFY`` / ``DOCKER_CERT_PATH``), else the current
+Docker context (``docker context use``), else the local socket.
 """
 
 from __future__ import annotations
@@ -20,12 +19,32 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
 from nodus_cli.errors import NodusError
 from nodus_cli.targets.docker import http
+from nodus_cli.targets.docker.http import (
+    EngineError,
+    EngineFailure,
+    EngineTimeout,
+    EngineUnreachable,
+)
+
+__all__ = [
+    "DEFAULT_HOST",
+    "MAX_API",
+    "MIN_GPU_API",
+    "PULL_IDLE_TIMEOUT",
+    "Engine",
+    "EngineError",
+    "EngineFailure",
+    "EngineTimeout",
+    "EngineUnreachable",
+    "connect",
+    "endpoint",
+    "local",
+]
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 #: Device requests (GPUs) need API 1.40 (Docker 19.03).
@@ -34,43 +53,11 @@ MIN_GPU_API = (1, 40)
 MAX_API = (1, 44)
 #: Seconds a pull may go without any progress from the engine before nodus gives up.
 PULL_IDLE_TIMEOUT = 120.0
-_HINT = (
-    "is dockerd running (`docker info`)? check DOCKER_HOST and that you may use the "
-    "socket (root or the docker group)"
-)
-
-
-class EngineFailure(Exception):
-    """The root of the engine's failures: cleanup code catches this, never ``Exception``."""
-
-
-class EngineUnreachable(EngineFailure):
-    """No answer from the engine (socket missing, refused, or the connection dropped)."""
-
-    def __init__(self, where: str, reason: str) -> None:
-        super().__init__(f"cannot reach the Docker engine at {where}: {reason}")
-        self.where = where
-        self.reason = reason
-
-    def as_nodus_error(self) -> NodusError:
-        return NodusError(str(self), hint=_HINT)
-
-
-class EngineError(EngineFailure):
-    """The engine answered with an error status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-class EngineTimeout(EngineFailure):
-    """A call with a deadline (a container wait, a silent pull) ran past it."""
+_HINT = http.UNREACHABLE_HINT
 
 
 class Engine:
-    """The Engine-API calls of a run (the SDK's client for pulls)."""
+    """The Engine-API calls of a run."""
 
     def __init__(
         self, host: str | None = None, connect_timeout: float = 10.0, tls: http.Tls | None = None
@@ -95,38 +82,6 @@ class Engine:
         #: Images found, by name: prepare and begin both ask, one inspect serves a run.
         self._images: dict[str, dict[str, Any]] = {}
 
-    @contextmanager
-    def answer(self, what: str = "waiting for the engine") -> Iterator[None]:
-        """The transport's failures (:mod:`.http`) as nodus's."""
-        try:
-            yield
-        except http.Status as exc:
-            raise EngineError(exc.status, exc.message) from None
-        except http.Timeout:
-            raise EngineTimeout(what) from None
-        except http.Failure as exc:
-            raise EngineUnreachable(self.where, str(exc)) from None
-
-    @contextmanager
-    def mapped(self, what: str = "waiting for the engine") -> Iterator[None]:
-        """The one place the SDK's errors (and those of requests under it) become nodus's."""
-        import requests
-        import urllib3
-        from docker.errors import APIError, DockerException
-
-        timeouts = (requests.Timeout, urllib3.exceptions.TimeoutError, TimeoutError)
-        try:
-            yield
-        except APIError as exc:
-            raise EngineError(exc.status_code or 500, str(exc.explanation or exc)) from None
-        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
-            # Over a unix socket a read timeout comes as a ConnectionError around it.
-            if isinstance(exc, timeouts) or isinstance((exc.args or (None,))[0], timeouts):
-                raise EngineTimeout(what) from None
-            raise EngineUnreachable(self.where, _reason(exc)) from None
-        except DockerException as exc:
-            raise EngineError(500, str(exc)) from None
-
     def request(
         self,
         method: str,
@@ -140,8 +95,7 @@ class Engine:
         """An Engine-API call over the socket: its JSON answer (None when empty, or when
         the engine answered one of the ``allow`` error statuses)."""
         try:
-            with self.answer():
-                return self.http.json(method, path, params, body, timeout, headers)
+            return self.http.json(method, path, params, body, timeout, headers)
         except EngineError as exc:
             if exc.status in allow:
                 return None
@@ -157,21 +111,23 @@ class Engine:
         if not self._credentials:
             return {}
         from docker import auth
+        from docker.errors import DockerException
 
-        with self.mapped("reading the Docker credentials"):
+        try:
             registry, _ = auth.resolve_repository_name(image)
             found = auth.resolve_authconfig(auth.load_config(), registry)
-            return {"X-Registry-Auth": auth.encode_header(found).decode()} if found else {}
+        except DockerException as exc:  # a credential helper that failed, a bad name
+            raise EngineError(500, f"reading the Docker credentials: {exc}") from None
+        return {"X-Registry-Auth": auth.encode_header(found).decode()} if found else {}
 
     # -- calls ---------------------------------------------------------------------
 
     def ping(self, timeout: float | None = None) -> str:
         """Check the engine answers; adopt its API version (capped at :data:`MAX_API`)."""
-        with self.answer("the ping"):
-            _, headers, _ = self.http.call(
-                "GET", "/_ping", timeout=timeout or self.connect_timeout, versioned=False
-            )
-        version = str(headers.get("api-version") or "1.41")  # names are lowercased
+        _, headers, _ = self.http.call(
+            "GET", "/_ping", timeout=timeout or self.connect_timeout, versioned=False
+        )
+        version = str(headers.get("Api-Version") or "1.41")
         major, minor = min(_parse_version(version), MAX_API)
         self.api = self.http.version = f"{major}.{minor}"
         return version
@@ -226,8 +182,7 @@ class Engine:
     def watch(self, filters: dict[str, list[str]]) -> http.Stream:
         """The engine's events from now on, as they happen: iterate ``.documents()``;
         ``close()`` ends it from any thread."""
-        with self.answer():
-            return self.http.stream("/events", {"filters": filters})
+        return self.http.stream("/events", {"filters": filters})
 
     def containers(self, filters: dict[str, list[str]], all: bool = True) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = self.request(
@@ -240,12 +195,11 @@ class Engine:
     ) -> list[dict[str, Any]]:
         """Past events between two wall-clock times (the call ends at ``until``)."""
         params = {"since": f"{since:.9f}", "until": f"{until:.9f}", "filters": filters}
-        with self.answer():
-            stream = self.http.stream("/events", params, timeout=15.0)
-            try:
-                return list(stream.documents())
-            finally:
-                stream.close()
+        stream = self.http.stream("/events", params, timeout=15.0)
+        try:
+            return list(stream.documents())
+        finally:
+            stream.close()
 
     def logs(self, cid: str, follow: bool = True, since: str | None = None) -> _Frames:
         """A (non-TTY) container's output, ``(1 stdout | 2 stderr, b"TIMESTAMP text")``
@@ -262,9 +216,7 @@ class Engine:
         params.update(follow=follow, stdout=1, stderr=1, timestamps=1)
         if since is not None:
             params["since"] = since
-        with self.answer():
-            stream = self.http.stream(path, params, None if follow else 15.0)
-        return _Frames(self, stream)
+        return _Frames(self.http.stream(path, params, None if follow else 15.0))
 
     def pull(
         self,
@@ -272,25 +224,27 @@ class Engine:
         on_event: Callable[[dict[str, Any]], None],
         idle_timeout: float = PULL_IDLE_TIMEOUT,
     ) -> None:
-        """Pull ``image``; EngineError on a failed pull, EngineTimeout when it stalls.
-
-        The request ``docker pull`` makes, credentials included, with a bound on each wait
-        for progress (a registry that stops answering is an error, not a hang)."""
+        """Pull ``image``; EngineError on a failed pull, EngineTimeout when the engine sends
+        no progress for ``idle_timeout`` seconds. The request ``docker pull`` makes,
+        registry credentials included; each progress document goes to ``on_event``."""
         repository, tag = _repository_tag(image)
         params = {"fromImage": repository, "tag": tag or "latest"}
-        auth = self.registry_auth(repository)
         try:
-            with self.answer("pulling"):
-                stream = self.http.stream("/images/create", params, idle_timeout, "POST", auth)
-                try:
-                    for event in stream.documents():
-                        if event.get("error"):
-                            raise EngineError(500, str(event["error"]))
-                        on_event(event)
-                except ValueError as exc:
-                    raise EngineError(500, f"the engine's answer is not JSON: {exc}") from None
-                finally:
-                    stream.close()
+            stream = self.http.stream(
+                "/images/create",
+                params,
+                idle_timeout,
+                method="POST",
+                headers=self.registry_auth(repository),
+                wait=idle_timeout,
+            )
+            try:
+                for event in stream.documents():
+                    if event.get("error"):
+                        raise EngineError(500, str(event["error"]))
+                    on_event(event)
+            finally:
+                stream.close()
         except EngineUnreachable as exc:
             # A dropped stream in the middle of a pull is a timeout or an engine restart.
             raise EngineError(500, exc.reason) from None
@@ -315,28 +269,14 @@ class Engine:
 class _Frames:
     """A container's log as (stream, bytes) frames; ``close()`` cuts it from any thread."""
 
-    def __init__(self, engine: Engine, stream: http.Stream) -> None:
-        self.engine = engine
+    def __init__(self, stream: http.Stream) -> None:
         self.stream = stream
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        with self.engine.answer("reading the log"):
-            yield from self.stream.frames()
+        return self.stream.frames()
 
     def close(self) -> None:
         self.stream.close()
-
-
-def _repository_tag(image: str) -> tuple[str, str | None]:
-    """``registry:5000/team/img:2`` -> (``registry:5000/team/img``, ``2``); a digest
-    (``img@sha256:...``) is the tag; no tag: None (as the Docker CLI splits them)."""
-    if "@" in image:
-        repository, _, digest = image.rpartition("@")
-        return repository, digest
-    repository, _, tag = image.rpartition(":")
-    if repository and "/" not in tag:
-        return repository, tag
-    return image, None
 
 
 def _has_credentials() -> bool:
@@ -365,7 +305,7 @@ def _has_credentials() -> bool:
 
 def endpoint() -> tuple[str | None, http.Tls | None]:
     """(host, TLS settings) of the engine to use, as the ``docker`` CLI chooses it:
-    ``DOCKER_HOST`` (None: read with its TLS variables by the SDK), else the current Docker
+    ``DOCKER_HOST`` (None: read with its TLS variables by :class:`Engine`), else the current Docker
     context's endpoint (``docker context use``), else the local socket."""
     host, tls_dir = _context_endpoint()
     return host, (_context_tls(tls_dir) if tls_dir is not None else None)
@@ -462,22 +402,13 @@ def _parse_version(text: str) -> tuple[int, int]:
         return (1, 41)
 
 
-_REASONS = (
-    ("No such file or directory", "no such socket (No such file or directory)"),
-    ("Connection refused", "connection refused"),
-    ("Permission denied", "permission denied"),
-    ("timed out", "timed out"),
-    ("RemoteDisconnected", "the engine closed the connection"),
-    ("Connection broken", "the engine closed the connection"),
-    ("Connection reset", "the engine closed the connection"),
-)
-
-
-def _reason(exc: BaseException) -> str:
-    """What went wrong with the connection, in a few words (the SDK nests the cause)."""
-    text = f"{exc!s} {exc.__cause__ or ''} {exc.__context__ or ''}"
-    for needle, reason in _REASONS:
-        if needle in text:
-            return reason
-    first = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return first or type(exc).__name__
+def _repository_tag(image: str) -> tuple[str, str | None]:
+    """(repository, tag or digest) of an image reference, as ``docker pull`` splits it
+    (``registry:5000/team/img`` has no tag: the colon is the port's)."""
+    repository, at, digest = image.rpartition("@")
+    if at:
+        return repository, digest
+    repository, colon, tag = image.rpartition(":")
+    if colon and "/" not in tag:
+        return repository, tag
+    return image, None

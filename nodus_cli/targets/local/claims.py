@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodus_cli.errors import NodusError, NotRunnable
 from nodus_cli.targets.base import Task, TaskContext, TaskEnd, TaskState
-from nodus_cli.targets.docker import engine, http
+from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.containers import (
     LABEL_HOME,
     LABEL_ITEM,
@@ -357,7 +357,7 @@ class _Nudge:
             self._stream = eng.watch({"type": ["container"], "event": ["die", "destroy"]})
             for _ in self._stream.documents():
                 self.poke()
-        except (engine.EngineFailure, http.Failure, OSError, ValueError):
+        except (engine.EngineFailure, OSError, ValueError):
             pass  # the waiting tasks still look every QUEUE_POLL_SECONDS
         finally:
             with self._changed:
@@ -367,6 +367,6 @@ class _Nudge:
         self._closed = True
         stream, self._stream = self._stream, None
         if stream is not None:
-            with contextlib.suppress(OSError, http.Failure):
+            with contextlib.suppress(OSError, engine.EngineFailure):
                 stream.close()
         self.poke()
