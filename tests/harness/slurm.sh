@@ -74,10 +74,21 @@ ensure_packages() {
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
     log "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y --no-install-recommends "${missing[@]}" >&2; then
-        apt-get update >&2
-        apt-get install -y --no-install-recommends "${missing[@]}" >&2
+    # The packages' scripts would start munged, slurmctld and slurmd from /etc, out of
+    # reach of `down`: deny that (as Docker's Debian images do) for the install only.
+    local policy=/usr/sbin/policy-rc.d made_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# tests/harness/slurm.sh: no daemon starts while it installs\nexit 101\n' >"$policy"
+        chmod 755 "$policy"
+        made_policy=1
     fi
+    local rc=0
+    if ! apt-get install -y --no-install-recommends "${missing[@]}" >&2; then
+        apt-get update >&2 || true
+        apt-get install -y --no-install-recommends "${missing[@]}" >&2 || rc=$?
+    fi
+    [ "$made_policy" -eq 0 ] || rm -f "$policy"
+    [ "$rc" -eq 0 ] || die "apt-get install ${missing[*]} failed (exit $rc)"
 }
 
 wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
@@ -223,6 +234,8 @@ start_munge() {
     wait_for 15 munged munge_answers || die_log "$STATE/log/munged.log" "munged does not answer (log above)"
 }
 
+db_answers() { pid_from "$DB_PID" >/dev/null && (exec 3<>"/dev/tcp/127.0.0.1/$DB_PORT") 2>/dev/null; }
+
 start_mariadb() {
     pid_from "$DB_PID" >/dev/null && return 0
     if [ ! -d "$DB_DIR/data/mysql" ]; then
@@ -244,7 +257,7 @@ EOF
         --log-error="$STATE/log/mariadbd.log" --skip-log-bin \
         --innodb-buffer-pool-size=32M --innodb-log-file-size=16M \
         </dev/null >/dev/null 2>&1 &
-    wait_for 60 mariadbd pid_from "$DB_PID" >/dev/null ||
+    wait_for 60 "mariadbd on 127.0.0.1:$DB_PORT" db_answers ||
         die_log "$STATE/log/mariadbd.log" "mariadbd did not start (log above)"
 }
 
