@@ -174,11 +174,9 @@ def submit_map(
         client, fn, arguments, run_id, labels, parallel, source="client.map()"
     )
     inputs = [_Input((v,), {}, f"items[{i}]: ") for i, v in enumerate(values)]
-    calls: list[Call[T]] = [
-        Call(client, workload.name, run_id, item=i, label=label) for i, label in enumerate(labels)
-    ]
+    calls: list[Call[T]] = [Call(client, workload.name, run_id, item=i) for i in range(len(values))]
     _start(client, fn, workload, inputs, calls, retries, "client.map()")
-    return Calls(client, workload.name, run_id, calls)
+    return Calls(client, workload.name, run_id, calls, values)
 
 
 @struct
@@ -342,8 +340,11 @@ class _Driver:
         self.run_id = calls[0].id
         self.name = workload.name
         self.recorded = False
-        #: What each call gave (value, error), delivered once the folder is removed.
+        #: What each call gave (value, error), until it is delivered: a map's item as it
+        #: ends, the last one (and a single call) once the run has ended and the folder
+        #: is removed, so that when every Call is done the run's record is complete.
         self.answers: dict[int, tuple[Any, BaseException | None]] = {}
+        self.delivered: set[int] = set()
 
     def drive(self) -> None:
         try:
@@ -355,14 +356,22 @@ class _Driver:
             self._fail_all(f"nodus failed while running it: {exc!r}", None, 1)
         finally:
             self.folder.remove()
-            for index, (value, error) in sorted(self.answers.items()):
-                self.calls[index]._settle(value, error)
+            for index in sorted(self.answers):
+                self._deliver(index)
 
     def _answer(
         self, call: Call[Any], value: Any = None, error: BaseException | None = None
     ) -> None:
         """Keep what ``call`` gave (the first answer stands)."""
-        self.answers.setdefault(call._item or 0, (value, error))
+        index = call._item or 0
+        if index not in self.answers and index not in self.delivered:
+            self.answers[index] = (value, error)
+
+    def _deliver(self, index: int) -> None:
+        """Settle the Call of ``index`` with its answer."""
+        value, error = self.answers.pop(index)
+        self.delivered.add(index)
+        self.calls[index]._settle(value, error)
 
     def _cancelled(self) -> bool:
         return all(c.cancelled() for c in self.calls)
@@ -417,17 +426,36 @@ class _Driver:
             call._recorded.set()
         if self._cancelled():
             store.request_stop(self.run_id)
-        _, outcome = launcher.execute(launch, store, retries=self.retries, record=record)
+        _, outcome = launcher.execute(
+            launch,
+            store,
+            retries=self.retries,
+            record=record,
+            item_ended=self._item_ended,
+            stopped_by=self._stopped_by,
+        )
         self._settle(outcome.status, outcome.message)
 
-    def _settle(self, status: RunStatus, message: str | None) -> None:
-        from nodus_cli.functions import outcome
+    def _item_ended(self, index: int, ran: StageStatus, why: str | None) -> None:
+        """An item of the map ended for good (after its retries): its Call settles now,
+        so ``as_completed`` and a pipeline step fed by it need not wait for the slowest
+        item; the last one settles with the run."""
+        call = self.calls[index]
+        if call.done() or index in self.answers or index in self.delivered:
+            return
+        self._settle_item(index, ran, why, None, None)
+        left = len(self.calls) - len(self.delivered) - len(self.answers)
+        if left > 0:
+            self._deliver(index)
 
+    def _stopped_by(self) -> str | None:
+        """Who in this program stopped the run (``call.cancel()``), for its record."""
+        return next((c._stopped_by for c in self.calls if c._stopped_by), None)
+
+    def _settle(self, status: RunStatus, message: str | None) -> None:
         store = self.client._store
         record = store.get(self.run_id)
         stage = record.stages[0] if record.stages else None
-        image = self.workload.stages[0].image
-        needed = self.workload.stages[0].function.python  # type: ignore[union-attr]
         if self.workload.stages[0].map is None:
             ran = stage.status if stage is not None else StageStatus.FAILED
             ends = [(ran, (stage.message if stage else None) or message)]
@@ -438,20 +466,37 @@ class _Driver:
                 for i in range(len(self.calls))
             ]
         for index, (call, (ran, why)) in enumerate(zip(self.calls, ends, strict=True)):
-            if call.done() or index in self.answers:
+            if call.done() or index in self.answers or index in self.delivered:
                 continue
-            settled = outcome.settle(self.folder.item(index), image, needed)
-            if ran == StageStatus.SUCCEEDED and isinstance(settled, outcome.Value):
-                self._answer(call, settled.value)
-            elif isinstance(settled, outcome.Raised):
-                self._answer(call, error=settled.error)
-            else:
-                words = settled.message if isinstance(settled, outcome.Failed) else None
-                reason = words or why or message or f"ended {ran}"
-                if ran == StageStatus.PENDING and status != RunStatus.SUCCEEDED:
-                    reason = f"was not run: {message or status}"
-                self._fail(call, reason, None)
-            self.folder.remove_item(index)
+            self._settle_item(index, ran, why, status, message)
+
+    def _settle_item(
+        self,
+        index: int,
+        ran: StageStatus,
+        why: str | None,
+        status: RunStatus | None,
+        message: str | None,
+    ) -> None:
+        """Keep the answer of item ``index`` (it ended ``ran``, for ``why``; the run ended
+        ``status``, None while it runs) from its folder, then remove that folder."""
+        from nodus_cli.functions import outcome
+
+        image = self.workload.stages[0].image
+        needed = self.workload.stages[0].function.python  # type: ignore[union-attr]
+        call = self.calls[index]
+        settled = outcome.settle(self.folder.item(index), image, needed)
+        if ran == StageStatus.SUCCEEDED and isinstance(settled, outcome.Value):
+            self._answer(call, settled.value)
+        elif isinstance(settled, outcome.Raised):
+            self._answer(call, error=settled.error)
+        else:
+            words = settled.message if isinstance(settled, outcome.Failed) else None
+            reason = words or why or message or f"ended {ran}"
+            if ran == StageStatus.PENDING and status not in (None, RunStatus.SUCCEEDED):
+                reason = f"was not run: {message or status}"
+            self._fail(call, reason, None)
+        self.folder.remove_item(index)
 
     def _words(self, message: str) -> str:
         return message if self.recorded else f"could not start: {message}"
@@ -499,12 +544,15 @@ class InFlight:
             self._running = [r for r in self._running if r[1].is_alive()]
             self._running.append((calls, thread))
 
-    def close(self, stop: bool = False) -> None:
-        """Wait for every call to end (``stop``: stop them first)."""
+    def close(self, stop: bool = False, why: str | None = None) -> None:
+        """Wait for every call to end (``stop``: stop them first, recorded as stopped by
+        ``why``)."""
         with self._lock:
             running, self._running = self._running, []
         if stop:
             for calls, _ in running:
+                for call in calls:
+                    call._stopped_by = call._stopped_by or why
                 for call in calls:
                     if call._item is None:
                         call.cancel()

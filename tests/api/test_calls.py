@@ -259,10 +259,12 @@ def test_stop_removes_the_container_and_the_call_fails_cancelled(
     call = client.run(fn=sleeper, args=(600,), image=PY_IMAGE)
     wait_for(lambda: "started" in call.logs(), timeout=60)
     assert call.stop() is True
-    with pytest.raises(CallFailed, match="cancelled by `nodus stop`"):
+    with pytest.raises(CallFailed, match=r"cancelled by call\.stop\(\)"):
         call.result(timeout=60)
     assert containers(docker_client, call.id) == []
-    assert client.get(call.id).status == RunStatus.CANCELLED
+    record = client.get(call.id).result()
+    assert record.status == RunStatus.CANCELLED
+    assert record.message == "cancelled by call.stop(); the run's tasks were removed"
 
 
 def test_cancel_stops_the_call_and_cancels_the_future(client: Client, docker_client: Any) -> None:
@@ -274,6 +276,23 @@ def test_cancel_stops_the_call_and_cancels_the_future(client: Client, docker_cli
     wait_for(lambda: client.get(call.id).status == RunStatus.CANCELLED, timeout=60)
     wait_for(lambda: containers(docker_client, call.id) == [], timeout=30)
     assert call.cancel() is False or call.cancelled()
+    record = client.get(call.id).result()
+    assert record.message == "cancelled by call.cancel(); the run's tasks were removed"
+
+
+def test_sys_exit_in_the_function_is_the_runs_exit_code_and_system_exit_here(
+    client: Client,
+) -> None:
+    call = client.run(fn=sys.exit, args=(3,), image=PY_IMAGE)
+    with pytest.raises(SystemExit) as caught:
+        call.result(timeout=120)
+    assert caught.value.code == 3
+    record = client.get(call.id).result()
+    assert record.status == RunStatus.FAILED and record.exit_code == 3
+    assert record.stages[0].message == "it called sys.exit(3): exit code 3"
+    ok = client.run(fn=sys.exit, args=(0,), image=PY_IMAGE)
+    assert ok.result(timeout=120) is None
+    assert client.get(ok.id).result().status == RunStatus.SUCCEEDED
 
 
 def test_calls_work_with_wait_and_as_completed_and_asyncio(client: Client) -> None:
