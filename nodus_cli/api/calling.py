@@ -31,6 +31,7 @@ from nodus_cli.api.calls import Call, Calls
 from nodus_cli.errors import CallFailed, InvalidWorkload, NodusError, Problem
 from nodus_cli.records.model import RunStatus, StageStatus
 from nodus_cli.structs import replace, struct
+from nodus_cli.workload.hints import in_python
 
 if TYPE_CHECKING:
     from nodus_cli.api.client import Client
@@ -351,7 +352,7 @@ class _Driver:
             if self._arguments() and not self._cancelled():
                 self._run()
         except NodusError as exc:
-            self._fail_all(self._words(exc.message), exc.hint, exc.exit_code)
+            self._fail_all(self._words(in_python(exc.message)), exc.hint, exc.exit_code)
         except BaseException as exc:  # the thread's boundary: carried to the futures
             self._fail_all(f"nodus failed while running it: {exc!r}", None, 1)
         finally:
@@ -492,7 +493,8 @@ class _Driver:
             self._answer(call, error=settled.error)
         else:
             words = settled.message if isinstance(settled, outcome.Failed) else None
-            reason = words or why or message or f"ended {ran}"
+            # The run's words (out of memory: "raise memory_gb ...") as the caller passes it.
+            reason = words or in_python(why or message or f"ended {ran}")
             if ran == StageStatus.PENDING and status not in (None, RunStatus.SUCCEEDED):
                 reason = f"was not run: {message or status}"
             self._fail(call, reason, None)

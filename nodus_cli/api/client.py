@@ -303,7 +303,10 @@ class Client:
             base_dir=Path.cwd(),
         )
         if result.workload is None:
-            raise InvalidWorkload(result.problems, "client.run()")
+            from nodus_cli.workload.hints import in_python
+
+            said = [replace(p, message=in_python(p.message)) for p in result.problems]
+            raise InvalidWorkload(said, "client.run()")
         return result.workload
 
     # -- running ---------------------------------------------------------------------

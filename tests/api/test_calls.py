@@ -142,7 +142,9 @@ def test_out_of_memory_names_the_limit(client: Client) -> None:
 
     with pytest.raises(CallFailed) as caught:
         client.run(fn=hog, image=PY_IMAGE, requirements={"memory_gb": 0.25}).result(timeout=120)
-    assert "out of memory: it reached its 0.25 GiB memory limit" in caught.value.message
+    message = caught.value.message
+    assert "out of memory: it reached its 0.25 GiB memory limit" in message
+    assert message.endswith("; raise `memory_gb=`")  # the caller's words, not [requirements]
 
 
 def test_a_missing_image_fails_the_call_before_anything_is_recorded(
@@ -214,7 +216,7 @@ def test_other_tools_keywords_get_the_files_hints(client: Client) -> None:
     by_loc = {p.loc: p.message for p in caught.value.problems}
     assert "share_gpu" in by_loc["num_gpus"] and "peak_memory_gb" in by_loc["num_gpus"]
     assert "did you mean `gpu`" in by_loc["gpu_type"]
-    assert "did you mean `memory_gb`" in by_loc["memory_bytes"]
+    assert "did you mean `memory_gb=`" in by_loc["memory_bytes"]
 
 
 def test_a_lambda_capturing_a_lock_and_an_unpicklable_argument(
