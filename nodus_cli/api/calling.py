@@ -14,7 +14,13 @@ How a call goes, and why:
    and when it is killed, the next nodus command that reads the records reconciles the
    run like any other (its containers removed, recorded failed, its folder removed).
 3. The outcome settles the future: the value, the function's own exception (with the
-   remote traceback), or :class:`~nodus_cli.errors.CallFailed` with the run's words.
+   remote traceback), or :class:`~nodus_cli.errors.CallFailed` with the run's words (in
+   the caller's terms: ``memory_gb=``, not ``[requirements]``). An item of a map settles
+   as it ends (the run loop tells it), so ``as_completed`` and a step fed by one item do
+   not wait for the slowest; the last item, and a single call, once the run has ended,
+   so that when every Call is done the run's record is complete. Done-callbacks run in
+   the run loop's thread (as a Future's run in the thread that settles it): keep them
+   short.
 
 ``Client.close()`` (the end of ``with Client() as client:``) waits for the client's calls
 still in flight, as ``Executor.shutdown()`` does; leaving the block with an exception stops
