@@ -291,8 +291,10 @@ def _raised(exc, protocol, item_dir):
         "traceback": _traceback(exc, skip=1),
         "exception_pickle": None,
     }
-    name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
-    if name:  # a module the image lacks, imported by the function's own code
+    # A module the image lacks, imported by the function's own code (not a name missing
+    # from a module it has: that ImportError is no ModuleNotFoundError).
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if name:
         fields["missing_module"] = name
     try:
         data = _cloudpickle().dumps(exc, protocol=protocol)

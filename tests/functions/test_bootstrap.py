@@ -197,6 +197,19 @@ def test_a_module_the_image_lacks_imported_inside_the_function_is_named(
     )
 
 
+def test_a_name_missing_from_a_module_the_image_has_is_no_missing_module(
+    tmp_path: Path,
+) -> None:
+    def imports_a_missing_name() -> None:
+        from json import no_such_name  # type: ignore[attr-defined]  # noqa: F401
+
+    done = local_call(tmp_path, imports_a_missing_name)
+    assert isinstance(done.settled, outcome.Raised)
+    error = done.settled.error
+    assert type(error) is ImportError and "lacks module" not in str(error)
+    assert str(error).startswith("cannot import name 'no_such_name' from 'json'")
+
+
 def test_a_module_beside_the_script_travels_by_value(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
