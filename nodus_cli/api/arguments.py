@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodus_cli.errors import InvalidWorkload
-from nodus_cli.structs import fields, struct
+from nodus_cli.structs import fields, replace, struct
+from nodus_cli.workload.hints import in_python
 
 if TYPE_CHECKING:
     from nodus_cli.workload import Workload
@@ -60,7 +61,9 @@ def workload_of(arguments: Mapping[str, Any]) -> Workload:
         base_dir=Path.cwd(),
     )
     if result.workload is None:
-        raise InvalidWorkload(result.problems, "client.run()")
+        # The rules word their problems for a file; a caller passed keywords.
+        said = [replace(p, message=in_python(p.message)) for p in result.problems]
+        raise InvalidWorkload(said, "client.run()")
     return result.workload
 
 

@@ -14,7 +14,13 @@ How a call goes, and why:
    and when it is killed, the next nodus command that reads the records reconciles the
    run like any other (its containers removed, recorded failed, its folder removed).
 3. The outcome settles the future: the value, the function's own exception (with the
-   remote traceback), or :class:`~nodus_cli.errors.CallFailed` with the run's words.
+   remote traceback), or :class:`~nodus_cli.errors.CallFailed` with the run's words (in
+   the caller's terms: ``memory_gb=``, not ``[requirements]``). An item of a map settles
+   as it ends (the run loop tells it), so ``as_completed`` and a step fed by one item do
+   not wait for the slowest; the last item, and a single call, once the run has ended,
+   so that when every Call is done the run's record is complete. Done-callbacks run in
+   the run loop's thread (as a Future's run in the thread that settles it): keep them
+   short.
 
 ``Client.close()`` (the end of ``with Client() as client:``) waits for the client's calls
 still in flight, as ``Executor.shutdown()`` does; leaving the block with an exception stops
@@ -32,6 +38,7 @@ from nodus_cli.api.calls import Call, Calls
 from nodus_cli.errors import CallFailed, InvalidWorkload, NodusError, Problem
 from nodus_cli.records.model import RunStatus, StageStatus
 from nodus_cli.structs import replace, struct
+from nodus_cli.workload.hints import in_python
 
 if TYPE_CHECKING:
     from nodus_cli.api.session import Session
@@ -174,10 +181,10 @@ def submit_map(
     inputs = [_Input((v,), {}, f"items[{i}]: ") for i, v in enumerate(values)]
     session = inflight.session
     calls: list[Call[T]] = [
-        Call(session, workload.name, run_id, item=i, label=label) for i, label in enumerate(labels)
+        Call(session, workload.name, run_id, item=i) for i in range(len(values))
     ]
     _start(inflight, fn, workload, inputs, calls, retries, "client.map()")
-    return Calls(session, workload.name, run_id, calls)
+    return Calls(session, workload.name, run_id, calls, values)
 
 
 @struct
@@ -342,27 +349,38 @@ class _Driver:
         self.run_id = calls[0].id
         self.name = workload.name
         self.recorded = False
-        #: What each call gave (value, error), delivered once the folder is removed.
+        #: What each call gave (value, error), until it is delivered: a map's item as it
+        #: ends, the last one (and a single call) once the run has ended and the folder
+        #: is removed, so that when every Call is done the run's record is complete.
         self.answers: dict[int, tuple[Any, BaseException | None]] = {}
+        self.delivered: set[int] = set()
 
     def drive(self) -> None:
         try:
             if self._arguments() and not self._cancelled():
                 self._run()
         except NodusError as exc:
-            self._fail_all(self._words(exc.message), exc.hint, exc.exit_code)
+            self._fail_all(self._words(in_python(exc.message)), exc.hint, exc.exit_code)
         except BaseException as exc:  # the thread's boundary: carried to the futures
             self._fail_all(f"nodus failed while running it: {exc!r}", None, 1)
         finally:
             self.folder.remove()
-            for index, (value, error) in sorted(self.answers.items()):
-                self.calls[index].settle(value, error)
+            for index in sorted(self.answers):
+                self._deliver(index)
 
     def _answer(
         self, call: Call[Any], value: Any = None, error: BaseException | None = None
     ) -> None:
         """Keep what ``call`` gave (the first answer stands)."""
-        self.answers.setdefault(call.item or 0, (value, error))
+        index = call.item or 0
+        if index not in self.answers and index not in self.delivered:
+            self.answers[index] = (value, error)
+
+    def _deliver(self, index: int) -> None:
+        """Settle the Call of ``index`` with its answer."""
+        value, error = self.answers.pop(index)
+        self.delivered.add(index)
+        self.calls[index].settle(value, error)
 
     def _cancelled(self) -> bool:
         return all(c.cancelled() for c in self.calls)
@@ -407,17 +425,35 @@ class _Driver:
             call.set_recorded()
         if self._cancelled():
             session.store.request_stop(self.run_id)
-        _, outcome = session.execute(prepared, retries=self.retries, record=record)
+        _, outcome = session.execute(
+            prepared,
+            retries=self.retries,
+            record=record,
+            item_ended=self._item_ended,
+            stopped_by=self._stopped_by,
+        )
         self._settle(outcome.status, outcome.message)
 
-    def _settle(self, status: RunStatus, message: str | None) -> None:
-        from nodus_cli.functions import outcome
+    def _item_ended(self, index: int, ran: StageStatus, why: str | None) -> None:
+        """An item of the map ended for good (after its retries): its Call settles now,
+        so ``as_completed`` and a pipeline step fed by it need not wait for the slowest
+        item; the last one settles with the run."""
+        call = self.calls[index]
+        if call.done() or index in self.answers or index in self.delivered:
+            return
+        self._settle_item(index, ran, why, None, None)
+        left = len(self.calls) - len(self.delivered) - len(self.answers)
+        if left > 0:
+            self._deliver(index)
 
+    def _stopped_by(self) -> str | None:
+        """Who in this program stopped the run (``call.cancel()``), for its record."""
+        return next((c.stopped_by for c in self.calls if c.stopped_by), None)
+
+    def _settle(self, status: RunStatus, message: str | None) -> None:
         store = self.session.store
         record = store.get(self.run_id)
         stage = record.stages[0] if record.stages else None
-        image = self.workload.stages[0].image
-        needed = self.workload.stages[0].function.python  # type: ignore[union-attr]
         if self.workload.stages[0].map is None:
             ran = stage.status if stage is not None else StageStatus.FAILED
             ends = [(ran, (stage.message if stage else None) or message)]
@@ -428,20 +464,38 @@ class _Driver:
                 for i in range(len(self.calls))
             ]
         for index, (call, (ran, why)) in enumerate(zip(self.calls, ends, strict=True)):
-            if call.done() or index in self.answers:
+            if call.done() or index in self.answers or index in self.delivered:
                 continue
-            settled = outcome.settle(self.folder.item(index), image, needed)
-            if ran == StageStatus.SUCCEEDED and isinstance(settled, outcome.Value):
-                self._answer(call, settled.value)
-            elif isinstance(settled, outcome.Raised):
-                self._answer(call, error=settled.error)
-            else:
-                words = settled.message if isinstance(settled, outcome.Failed) else None
-                reason = words or why or message or f"ended {ran}"
-                if ran == StageStatus.PENDING and status != RunStatus.SUCCEEDED:
-                    reason = f"was not run: {message or status}"
-                self._fail(call, reason, None)
-            self.folder.remove_item(index)
+            self._settle_item(index, ran, why, status, message)
+
+    def _settle_item(
+        self,
+        index: int,
+        ran: StageStatus,
+        why: str | None,
+        status: RunStatus | None,
+        message: str | None,
+    ) -> None:
+        """Keep the answer of item ``index`` (it ended ``ran``, for ``why``; the run ended
+        ``status``, None while it runs) from its folder, then remove that folder."""
+        from nodus_cli.functions import outcome
+
+        image = self.workload.stages[0].image
+        needed = self.workload.stages[0].function.python  # type: ignore[union-attr]
+        call = self.calls[index]
+        settled = outcome.settle(self.folder.item(index), image, needed)
+        if ran == StageStatus.SUCCEEDED and isinstance(settled, outcome.Value):
+            self._answer(call, settled.value)
+        elif isinstance(settled, outcome.Raised):
+            self._answer(call, error=settled.error)
+        else:
+            words = settled.message if isinstance(settled, outcome.Failed) else None
+            # The run's words (out of memory: "raise memory_gb ...") as the caller passes it.
+            reason = words or in_python(why or message or f"ended {ran}")
+            if ran == StageStatus.PENDING and status not in (None, RunStatus.SUCCEEDED):
+                reason = f"was not run: {message or status}"
+            self._fail(call, reason, None)
+        self.folder.remove_item(index)
 
     def _words(self, message: str) -> str:
         return message if self.recorded else f"could not start: {message}"
@@ -491,12 +545,16 @@ class InFlight:
             self._running = [r for r in self._running if r[1].is_alive()]
             self._running.append((calls, thread))
 
-    def close(self, stop: bool = False) -> None:
-        """Wait for every call to end (``stop``: stop them first)."""
+    def close(self, stop: bool = False, why: str | None = None) -> None:
+        """Wait for every call to end (``stop``: stop them first, recorded as stopped by
+        ``why``)."""
         with self._lock:
             running, self._running = self._running, []
         if stop:
             for calls, _ in running:
+                if why is not None:
+                    for call in calls:
+                        call.note_stopped_by(why)
                 for call in calls:
                     if call.item is None:
                         call.cancel()

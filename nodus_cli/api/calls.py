@@ -51,7 +51,6 @@ class Call(Future[T]):
         name: str,
         run_id: str,
         item: int | None = None,
-        label: str | None = None,
     ) -> None:
         super().__init__()
         self._session = session
@@ -60,8 +59,9 @@ class Call(Future[T]):
         #: The run's id (``nodus runs``, ``nodus logs``); recorded once the call starts.
         self.id = run_id
         self._item = item
-        self._label = label
         self._recorded = threading.Event()
+        #: Who in this program stopped the call, as its record says it (``call.cancel()``).
+        self._stopped_by: str | None = None
 
     def __repr__(self) -> str:
         where = f" item {self._item}" if self._item is not None else ""
@@ -91,18 +91,30 @@ class Call(Future[T]):
 
     def stop(self) -> bool:
         """Stop the run (a map's: all of it); False when it was not running. The call then
-        fails with :class:`~nodus_cli.errors.CallFailed` (``cancelled by nodus stop``)."""
+        fails with :class:`~nodus_cli.errors.CallFailed` (``cancelled by call.stop()``)."""
         if not self._recorded.is_set():
             return self.cancel()
         from nodus_cli.run.reconcile import Stopped
 
+        self.note_stopped_by("call.stop()")
         return self._session.stop_run(self.id).result == Stopped.STOPPED
 
+    @property
+    def stopped_by(self) -> str | None:
+        """Who in this program stopped the call (``call.cancel()``), for its record."""
+        return self._stopped_by
+
+    def note_stopped_by(self, words: str) -> None:
+        """Say who stops the call, unless it was said already (the first stands)."""
+        self._stopped_by = self._stopped_by or words
+
     def cancel(self) -> bool:
-        """Stop the call and cancel the future (``result()`` then raises CancelledError);
-        False when it has ended already, or for an item of a map."""
+        """Stop the call and cancel the future (``result()`` then raises CancelledError;
+        the run is recorded ``cancelled by call.cancel()``); False when it has ended
+        already, or for an item of a map."""
         if self._item is not None or self.done():
             return False
+        self.note_stopped_by("call.cancel()")
         if not super().cancel():
             return False
         if self._recorded.is_set():  # the run loop sees the request within a second
@@ -145,11 +157,12 @@ class Call(Future[T]):
 
 @struct(frozen=True)
 class CallResult(Generic[T]):
-    """One item of a map: its value, or the error its call raised."""
+    """One item of a map: its index, the item itself, and its value or the error its call
+    raised."""
 
     index: int
-    #: The item as the records show it (a short ``repr``).
-    item: str
+    #: The item itself, as it was given to ``map`` (the records show its ``repr``).
+    item: Any
     value: T | None
     error: BaseException | None
 
@@ -163,11 +176,14 @@ class Calls(Sequence[Call[T]]):
     ``len``), all in one run (``id``, ``status``, ``logs(item=N)``, ``stop()``,
     ``cancel()``); :meth:`results` gives each item's value or error, in item order."""
 
-    def __init__(self, session: Session, name: str, run_id: str, calls: list[Call[T]]) -> None:
+    def __init__(
+        self, session: Session, name: str, run_id: str, calls: list[Call[T]], items: list[Any]
+    ) -> None:
         self._session = session
         self.name = name
         self.id = run_id
         self._calls = calls
+        self._items = items
         self._cancelled = False
 
     def __repr__(self) -> str:
@@ -205,7 +221,6 @@ class Calls(Sequence[Call[T]]):
                 f"after {timeout:g} s"
             )
         found = []
-        labels = self._labels()
         for i, call in enumerate(self._calls):
             if call.cancelled():
                 error: BaseException | None = futures.CancelledError()
@@ -213,7 +228,7 @@ class Calls(Sequence[Call[T]]):
             else:
                 error = call.exception()
                 value = None if error is not None else call.result()
-            found.append(CallResult(i, labels[i], value, error))
+            found.append(CallResult(i, self._items[i], value, error))
         return found
 
     def logs(self, item: int | None = None) -> str:
@@ -232,18 +247,22 @@ class Calls(Sequence[Call[T]]):
             return self.cancel()
         from nodus_cli.run.reconcile import Stopped
 
+        self._stopped_by("calls.stop()")
         return self._session.stop_run(self.id).result == Stopped.STOPPED
 
     def cancel(self) -> bool:
-        """Stop the map and cancel the items that have not ended."""
+        """Stop the map and cancel the items that have not ended (the run is recorded
+        ``cancelled by calls.cancel()``)."""
         if self.done():
             return False
         self._cancelled = True
+        self._stopped_by("calls.cancel()")
         if self._calls and self._calls[0].recorded:
             self._session.store.request_stop(self.id)
         for call in self._calls:
             Future.cancel(call)
         return True
 
-    def _labels(self) -> list[str]:
-        return [c._label or str(i) for i, c in enumerate(self._calls)]
+    def _stopped_by(self, words: str) -> None:
+        for call in self._calls:
+            call.note_stopped_by(words)

@@ -113,7 +113,10 @@ class Client(CatalogDoors):
 
     def __exit__(self, kind: object, *exc: object) -> None:
         if kind is not None and self._inflight_ is not None:
-            self._inflight_.close(stop=True)  # leaving with an error: stop the calls
+            # leaving with an error: stop the calls, saying why in the caller's words
+            name = getattr(kind, "__name__", "an exception")
+            why = f"the end of the `with Client()` block ({name} left it)"
+            self._inflight_.close(stop=True, why=why)
         self.close()
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ reaches into the client. A :class:`Session` is internal: a program holds a ``Cli
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from nodus_cli.structs import field, struct
 
 if TYPE_CHECKING:
     from nodus_cli.planning.ranking import RuntimeLookup
-    from nodus_cli.records import RunRecord, RunStore
+    from nodus_cli.records import RunRecord, RunStore, StageStatus
     from nodus_cli.run.driver import RunEnd
     from nodus_cli.run.launcher import Launch
     from nodus_cli.run.reconcile import StopResult
@@ -200,10 +201,20 @@ class Session:
         retries: int,
         sink: Sink | None = None,
         record: RunRecord | None = None,
+        item_ended: Callable[[int, StageStatus, str | None], None] | None = None,
+        stopped_by: Callable[[], str | None] | None = None,
     ) -> tuple[RunRecord, RunEnd]:
-        """Run ``prepared`` in this process (recorded first, unless ``record`` is given)."""
+        """Run ``prepared`` in this process (recorded first, unless ``record`` is given);
+        ``item_ended`` hears each item of a map end, ``stopped_by`` says who in this
+        program stopped the run (launcher.execute)."""
         from nodus_cli.run import launcher
 
         return launcher.execute(
-            prepared._launch, self.store, retries=retries, sink=sink, record=record
+            prepared._launch,
+            self.store,
+            retries=retries,
+            sink=sink,
+            record=record,
+            item_ended=item_ended,
+            stopped_by=stopped_by,
         )

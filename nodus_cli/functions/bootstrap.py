@@ -26,7 +26,10 @@ this file must parse on any Python 3 it may meet: no f-strings, no walrus, no ``
 ``outcome.json`` is the truth, not the exit code: a function that calls ``os._exit(0)``
 exits 0 without one. The exit codes (0 ok, 101 raised, 102 another Python, 103 the
 payload cannot be read, 104 the result cannot be written, 105 this runtime failed) stay
-clear of 1, 2, 125-127 and 128+N, and are a hint only.
+clear of 1, 2, 125-127 and 128+N, and are a hint only. ``sys.exit(code)`` in the function
+ends the call as it would end a program: 0 (or None) is a success whose value is None;
+any other code is the call's exit code (status ``exited``; 1 for a message or a
+number outside 1-255).
 
 A warm worker talks with its caller over two FIFOs, ``CALL_DIR/workers/NAME/requests``
 (the caller writes, the runtime reads) and ``replies`` (the runtime writes, the caller
@@ -239,10 +242,16 @@ def run_call(function_path, item_dir, cache):
 
     try:
         result = fn(*args, **kwargs)
-    except BaseException as exc:  # SystemExit too: reported, never a silent exit
+    except SystemExit as exc:  # as it would end a program: 0 (or None) is a success
+        del args, kwargs
+        if exc.code is not None and exc.code != 0:
+            return finish(*_exited(exc))
+        result = None
+    except BaseException as exc:  # reported, never a silent exit
         del args, kwargs
         return finish(*_raised(exc, protocol, item_dir))
-    del args, kwargs
+    else:
+        del args, kwargs
 
     path = os.path.join(item_dir, "result.pickle")
     try:
@@ -277,6 +286,22 @@ def run_call(function_path, item_dir, cache):
     )
 
 
+def _exited(exc):
+    """sys.exit(code) with a code that is not 0: that exit code (1 for a message, which is
+    printed to stderr as Python does, and for a number that is no exit status)."""
+    code = exc.code
+    number = int(code) if isinstance(code, int) and 0 < code <= 255 else 1
+    if not isinstance(code, int):
+        sys.stderr.write("%s\n" % (code,))
+    fields = {
+        "type": _type_of(exc),
+        "message": str(exc),
+        "traceback": _traceback(exc, skip=1),
+        "code": code if isinstance(code, (int, str)) else repr(code),
+    }
+    return "exited", number, fields
+
+
 def _raised(exc, protocol, item_dir):
     fields = {
         "type": _type_of(exc),
@@ -284,6 +309,11 @@ def _raised(exc, protocol, item_dir):
         "traceback": _traceback(exc, skip=1),
         "exception_pickle": None,
     }
+    # A module the image lacks, imported by the function's own code (not a name missing
+    # from a module it has: that ImportError is no ModuleNotFoundError).
+    name = getattr(exc, "name", None) if isinstance(exc, ModuleNotFoundError) else None
+    if name:
+        fields["missing_module"] = name
     try:
         data = _cloudpickle().dumps(exc, protocol=protocol)
         # An exception whose __init__ takes other arguments than .args pickles and then

@@ -8,9 +8,11 @@ answers: :class:`Value` (the return value, loaded with one ``pickle.load`` from 
 file: about its own size in memory), :class:`Raised` (the function's exception, rebuilt
 as its own type with the remote traceback as its ``__cause__``, as
 ``concurrent.futures.ProcessPoolExecutor`` does; :class:`RemoteError` when it cannot be
-rebuilt here) or :class:`Failed` (the words: another Python, a missing module, a value
-that cannot be pickled; None when the folder says nothing, and the run's record knows
-why). :func:`describe` gives the same words for the run's records.
+rebuilt here; ``SystemExit`` for ``sys.exit(code)`` with a code other than 0; an
+``ImportError`` of a module the image lacks says so) or :class:`Failed` (the words:
+another Python, a missing module, a value that cannot be pickled; None when the folder
+says nothing, and the run's record knows why). :func:`describe` gives the same words
+for the run's records.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "Status",
     "Value",
     "describe",
+    "lacks",
     "read",
     "settle",
 ]
@@ -42,6 +45,8 @@ class Status(StrEnum):
     OK = "ok"
     #: The function raised (its exception, or what is known of it, is in the folder).
     RAISED = "raised"
+    #: The function called ``sys.exit(code)`` with a code other than 0 (``exit_code``).
+    EXITED = "exited"
     #: The image's Python is another major.minor than the caller's.
     VERSION_MISMATCH = "version_mismatch"
     #: The function or its arguments cannot be read there (a module missing in the image).
@@ -120,7 +125,11 @@ def describe(outcome: Outcome | None, exit_code: int, image: str, needed: str) -
     if outcome.status == Status.OK:
         return "returned"
     if outcome.status == Status.RAISED:
-        return f"raised {outcome.type_name}: {outcome.message or ''}".rstrip(": ")
+        said = f"raised {outcome.type_name}: {outcome.message or ''}".rstrip(": ")
+        module = doc.get("missing_module")
+        return f"{said}: {lacks(image, module)}" if module else said
+    if outcome.status == Status.EXITED:
+        return f"it called sys.exit({_code(doc)}): exit code {outcome.exit_code}"
     if outcome.status == Status.VERSION_MISMATCH:
         found = doc.get("python_full", "?")
         where = f" ({doc['executable']})" if doc.get("executable") else ""
@@ -130,15 +139,24 @@ def describe(outcome: Outcome | None, exit_code: int, image: str, needed: str) -
             f"use an image with Python {needed}, e.g. python:{needed}-slim"
         )
     if outcome.status == Status.PAYLOAD_ERROR and doc.get("missing_module"):
-        module = doc["missing_module"]
-        return (
-            f"{outcome.message}: the image {image} lacks module {module!r}; install it in "
-            "the image (modules that are not installed travel with the function, but not "
-            "what an import statement inside the function loads)"
-        )
+        return f"{outcome.message}: {lacks(image, doc['missing_module'])}"
     if outcome.status == Status.RUNTIME_ERROR:
         return f"nodus's runtime failed in the container: {outcome.message}"
     return outcome.message or str(outcome.status)
+
+
+def lacks(image: str, module: str) -> str:
+    """That the image lacks ``module``, and what to do."""
+    return (
+        f"the image {image} lacks module {module!r}; install it in the image (modules that "
+        "are not installed travel with the function, but not what an import statement "
+        "inside the function loads)"
+    )
+
+
+def _code(doc: dict[str, Any]) -> str:
+    code = doc.get("code")
+    return repr(code) if isinstance(code, str) else str(code)
 
 
 @struct(frozen=True)
@@ -175,7 +193,20 @@ def settle(item: Path, image: str, needed: str) -> Settled:
                 f"{type(exc).__name__}: {exc}"
             )
     if outcome.status == Status.RAISED:
-        return Raised(_rebuilt(item, outcome))
+        error = _rebuilt(item, outcome)
+        module = outcome.doc.get("missing_module")
+        if module and isinstance(error, ImportError):
+            # Its own type still (``except ImportError`` works), saying what the image lacks.
+            said = error.msg or f"No module named {module!r}"
+            error.msg = f"{said}: {lacks(image, str(module))}"
+            error.args = (error.msg,)
+        return Raised(error)
+    if outcome.status == Status.EXITED:
+        # As concurrent.futures.ProcessPoolExecutor does: SystemExit at the caller.
+        code = outcome.doc.get("code")
+        error = SystemExit(code if isinstance(code, int | str) else outcome.exit_code)
+        error.__cause__ = RemoteTraceback(str(outcome.doc.get("traceback") or ""))
+        return Raised(error)
     return Failed(describe(outcome, outcome.exit_code, image, needed))
 
 

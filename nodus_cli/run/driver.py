@@ -151,6 +151,8 @@ class Runner:
         allowance: Allowance | None = None,
         copy_to: Path | None = None,
         masks: Mapping[str, str] | None = None,
+        item_ended: Callable[[int, StageStatus, str | None], None] | None = None,
+        stopped_by: Callable[[], str | None] | None = None,
     ) -> None:
         self.target = target
         self.store = store
@@ -160,6 +162,12 @@ class Runner:
         self.env = env
         self.retries = retries
         self.copy_to = copy_to
+        #: Told each item of a fan-out as it ends for good (after its retries): a caller
+        #: that waits for items one by one (a map of a function) need not wait for all.
+        self.item_ended = item_ended
+        #: Who asked for the stop, in the words of a caller in this process
+        #: (``call.cancel()``); None: the records' request, `nodus stop`, or a signal.
+        self.stopped_by = stopped_by
         self.output = Output(store.log_writer(record.id), sink or NullSink(), masks)
         self.records = Recorder(store, record.id)
         # (SimpleQueue: in C, without Queue's locks and condition for every hand-off)
@@ -238,7 +246,8 @@ class Runner:
     def _cancelled(self, exc: Cancelled) -> RunEnd:
         self._halt, self._halt_code = "cancelled", 128 + exc.signum
         name = signal.Signals(exc.signum).name
-        by = "`nodus stop`" if self._stop_was_requested() else name
+        asked = self.stopped_by() if self.stopped_by is not None else None
+        by = asked or ("`nodus stop`" if self._stop_was_requested() else name)
         self._halt_reason = f"cancelled by {by}"
         self._stop_running()  # _end() then removes whatever is left
         self.say(f"cancelled by {by}: stopped and removed the run's tasks")
@@ -455,6 +464,8 @@ class Runner:
             status, end = StageStatus.FAILED, replace(end, exit_code=EXIT_GAVE_UP)
             message = self._gave_up_words(run)
         state.ended(task, end, status, runtime if run.started is not None else None, cost, message)
+        if task.item is not None and self.item_ended is not None:
+            self.item_ended(task.item.index, status, message)
         if task.item is None:
             ran = f" in {runtime:.1f}s" if run.started is not None else ""
             why = f": {message}" if message and status != StageStatus.SUCCEEDED else ""

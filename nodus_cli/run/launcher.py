@@ -19,7 +19,7 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +32,14 @@ from nodus_cli.errors import (
     NotRunnable,
     OverBudget,
 )
-from nodus_cli.records import RunRecord, RunStatus, RunStore, fingerprint, runtime_lookup
+from nodus_cli.records import (
+    RunRecord,
+    RunStatus,
+    RunStore,
+    StageStatus,
+    fingerprint,
+    runtime_lookup,
+)
 from nodus_cli.run import limits
 from nodus_cli.run.budget import Allowance
 from nodus_cli.run.driver import RunEnd, Runner
@@ -153,13 +160,18 @@ def execute(
     retries: int = 0,
     sink: Sink | None = None,
     record: RunRecord | None = None,
+    item_ended: Callable[[int, StageStatus, str | None], None] | None = None,
+    stopped_by: Callable[[], str | None] | None = None,
 ) -> tuple[RunRecord, RunEnd]:
     """Record the run (unless it is already) and drive it in this process.
 
     A run refused before its first task ran (its GPUs taken meanwhile, with ``--no-wait``;
     the engine refusing its container) leaves nothing: no container, no work folder, and,
     when it was recorded here, no record; the error says why, once. A background
-    supervisor (``record`` given) records the refusal for its submitter instead."""
+    supervisor (``record`` given) records the refusal for its submitter instead.
+
+    ``item_ended`` and ``stopped_by`` are for a caller in this process (a Python function
+    run): see :class:`~nodus_cli.run.driver.Runner`."""
     made_here = record is None
     if record is None:
         record = store.create_run(
@@ -179,6 +191,8 @@ def execute(
         allowance=launch.allowance,
         copy_to=Path(output) if output else None,
         masks=launch.masks,
+        item_ended=item_ended,
+        stopped_by=stopped_by,
     )
     try:
         return record, runner.execute()

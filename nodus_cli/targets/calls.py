@@ -54,6 +54,8 @@ def ended(task: Task, end: TaskEnd, item: Path) -> TaskEnd:
     if found is not None and found.status == outcome.Status.OK:
         return replace(end, exit_code=0, message=None)
     words = outcome.describe(found, end.exit_code, task.stage.image, fc.python)
+    if found is not None and found.status == outcome.Status.EXITED:  # sys.exit(code)
+        return replace(end, exit_code=found.exit_code or 1, message=words)
     # No outcome with exit 0 (os._exit(0)) is a failure all the same.
     code = end.exit_code or (found.exit_code if found is not None else 0) or 1
     return replace(end, exit_code=code, message=words)

@@ -315,3 +315,40 @@ def unquote_fix(raw: str, key: Key) -> str:
     elif unit in ("tib", "tb"):
         number *= 1024
     return f": write {key[-1]} = {number:g}"
+
+
+# -- the same words for a caller of the Python API --------------------------------------------
+
+#: The file's idioms and a Python caller's (keyword arguments, the ``requirements`` mapping),
+#: in order: the specific ones first.
+_IN_PYTHON = (
+    (
+        re.compile(r"`(\w+)` belongs at the top level of the file, not in \[requirements\]: [^;]*"),
+        r"`\1` is a keyword of its own, not a key of requirements={...}: pass \1=...",
+    ),
+    (re.compile(r"`?\b(\w+)\b`? in \[requirements\]"), r"`\1=`"),
+)
+#: ``key = value``, the file's assignment; ``key=value`` is the caller's keyword.
+_ASSIGNED = re.compile(r"\b(\w+) = ")
+_TOML_BOOL = re.compile(r"=(true|false)\b")
+_WRITE = re.compile(r"\bwrite (\w+)=")
+_QUOTED = re.compile(r"(\"[^\"]*\")")
+
+
+def in_python(message: str) -> str:
+    """``message`` of the file's rules (or a run's records) in a Python caller's terms:
+    ``did you mean `cpu` in [requirements]? (here: cpu = 2)`` becomes ``did you mean
+    `cpu=`? (here: cpu=2)``, as the caller passes it (``cpu=2``, or
+    ``requirements={"cpu": 2}``)."""
+    if "[" not in message and " = " not in message:
+        return message
+    # A quoted value is the user's (or an example's) as it is: only nodus's words change.
+    parts = _QUOTED.split(message)
+    for i in range(0, len(parts), 2):
+        part = parts[i]
+        for pattern, words in _IN_PYTHON:
+            part = pattern.sub(words, part)
+        part = _ASSIGNED.sub(r"\1=", part)
+        part = _TOML_BOOL.sub(lambda b: "=" + b.group(1).capitalize(), part)
+        parts[i] = _WRITE.sub(r"pass \1=", part)
+    return "".join(parts)

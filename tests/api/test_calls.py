@@ -142,7 +142,9 @@ def test_out_of_memory_names_the_limit(client: Client) -> None:
 
     with pytest.raises(CallFailed) as caught:
         client.run(fn=hog, image=PY_IMAGE, requirements={"memory_gb": 0.25}).result(timeout=120)
-    assert "out of memory: it reached its 0.25 GiB memory limit" in caught.value.message
+    message = caught.value.message
+    assert "out of memory: it reached its 0.25 GiB memory limit" in message
+    assert message.endswith("; raise `memory_gb=`")  # the caller's words, not [requirements]
 
 
 def test_a_missing_image_fails_the_call_before_anything_is_recorded(
@@ -214,7 +216,7 @@ def test_other_tools_keywords_get_the_files_hints(client: Client) -> None:
     by_loc = {p.loc: p.message for p in caught.value.problems}
     assert "share_gpu" in by_loc["num_gpus"] and "peak_memory_gb" in by_loc["num_gpus"]
     assert "did you mean `gpu`" in by_loc["gpu_type"]
-    assert "did you mean `memory_gb`" in by_loc["memory_bytes"]
+    assert "did you mean `memory_gb=`" in by_loc["memory_bytes"]
 
 
 def test_a_lambda_capturing_a_lock_and_an_unpicklable_argument(
@@ -259,10 +261,12 @@ def test_stop_removes_the_container_and_the_call_fails_cancelled(
     call = client.run(fn=sleeper, args=(600,), image=PY_IMAGE)
     wait_for(lambda: "started" in call.logs(), timeout=60)
     assert call.stop() is True
-    with pytest.raises(CallFailed, match="cancelled by `nodus stop`"):
+    with pytest.raises(CallFailed, match=r"cancelled by call\.stop\(\)"):
         call.result(timeout=60)
     assert containers(docker_client, call.id) == []
-    assert client.get(call.id).status == RunStatus.CANCELLED
+    record = client.get(call.id).result()
+    assert record.status == RunStatus.CANCELLED
+    assert record.message == "cancelled by call.stop(); the run's tasks were removed"
 
 
 def test_cancel_stops_the_call_and_cancels_the_future(client: Client, docker_client: Any) -> None:
@@ -274,6 +278,23 @@ def test_cancel_stops_the_call_and_cancels_the_future(client: Client, docker_cli
     wait_for(lambda: client.get(call.id).status == RunStatus.CANCELLED, timeout=60)
     wait_for(lambda: containers(docker_client, call.id) == [], timeout=30)
     assert call.cancel() is False or call.cancelled()
+    record = client.get(call.id).result()
+    assert record.message == "cancelled by call.cancel(); the run's tasks were removed"
+
+
+def test_sys_exit_in_the_function_is_the_runs_exit_code_and_system_exit_here(
+    client: Client,
+) -> None:
+    call = client.run(fn=sys.exit, args=(3,), image=PY_IMAGE)
+    with pytest.raises(SystemExit) as caught:
+        call.result(timeout=120)
+    assert caught.value.code == 3
+    record = client.get(call.id).result()
+    assert record.status == RunStatus.FAILED and record.exit_code == 3
+    assert record.stages[0].message == "it called sys.exit(3): exit code 3"
+    ok = client.run(fn=sys.exit, args=(0,), image=PY_IMAGE)
+    assert ok.result(timeout=120) is None
+    assert client.get(ok.id).result().status == RunStatus.SUCCEEDED
 
 
 def test_calls_work_with_wait_and_as_completed_and_asyncio(client: Client) -> None:

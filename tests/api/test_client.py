@@ -133,11 +133,9 @@ def test_bad_arguments_raise_every_problem_before_anything_is_created(
     assert isinstance(error, ValueError) and error.exit_code == 1
     by_loc = {p.loc: p.message for p in error.problems}
     assert "did you mean `gpu`" in by_loc["gpu_type"]
-    assert (
-        "did you mean `gpu_count`" in by_loc["num_gpus"] and "gpu_count = 4" in by_loc["num_gpus"]
-    )
-    assert "did you mean `memory_gb`" in by_loc["memory_bytes"]
-    assert "memory_gb = 32" in by_loc["memory_bytes"]
+    assert "did you mean `gpu_count`" in by_loc["num_gpus"] and "gpu_count=4" in by_loc["num_gpus"]
+    assert "did you mean `memory_gb=`" in by_loc["memory_bytes"]
+    assert "memory_gb=32" in by_loc["memory_bytes"]
     assert "negative" in by_loc["requirements.cpu"]
     assert len(error.errors) == 4
     assert "client.run()" in str(error)
@@ -145,12 +143,12 @@ def test_bad_arguments_raise_every_problem_before_anything_is_created(
     assert {c.id for c in docker_client.containers.list(all=True)} == before
 
 
-def test_a_gpu_name_error_is_the_files_message(client: Client) -> None:
+def test_a_gpu_name_error_is_the_files_message_in_the_callers_words(client: Client) -> None:
     with pytest.raises(InvalidWorkload) as caught:
         client.run(image=IMAGE, gpu="A100-80GB")
     (problem,) = caught.value.errors
     assert problem.loc == "gpu"
-    assert 'write gpu = "A100" with peak_memory_gb = 80' in problem.message
+    assert 'pass gpu="A100" with peak_memory_gb=80' in problem.message
 
 
 def test_map_runs_every_item_and_results_come_in_item_order(client: Client) -> None:

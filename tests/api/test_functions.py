@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,13 @@ def fails_on_two(x: int) -> int:
     if x == 2:
         raise ValueError(f"two is bad ({x})")
     return x
+
+
+def wait_for(predicate: Any, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
 
 
 def memory_limit() -> int:
@@ -69,7 +77,7 @@ def test_map_gives_each_items_value_or_error_in_item_order(client: Client) -> No
     assert isinstance(calls, Calls) and len(calls) == 3
     results = calls.results(timeout=180)
     assert [r.index for r in results] == [0, 1, 2]
-    assert [r.item for r in results] == ["1", "2", "3"]
+    assert [r.item for r in results] == [1, 2, 3]  # the items themselves
     assert [r.value for r in results] == [1, None, 3]
     assert [r.ok for r in results] == [True, False, True]
     error = results[1].error
@@ -83,6 +91,23 @@ def test_map_gives_each_items_value_or_error_in_item_order(client: Client) -> No
     ok, failed = StageStatus.SUCCEEDED, StageStatus.FAILED
     assert [t.status for t in tasks] == [ok, failed, ok]
     assert tasks[1].message == "raised ValueError: two is bad (2)"
+
+
+def sleep_for(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_each_items_call_settles_when_that_item_ends(client: Client) -> None:
+    calls = client.map([0.1, 60], fn=sleep_for, image=PY_IMAGE, cpu=0.5)
+    first = next(futures.as_completed(calls, timeout=120))
+    assert first is calls[0] and first.result() == 0.1
+    assert not calls[1].done() and calls.status == RunStatus.RUNNING  # the slow one runs
+    assert calls.cancel() is True
+    assert calls[0].result() == 0.1 and calls[1].cancelled()
+    wait_for(lambda: client.get(calls.id).status == RunStatus.CANCELLED, timeout=60)
+    record = client.get(calls.id).result()
+    assert record.message == "cancelled by calls.cancel(); the run's tasks were removed"
 
 
 def test_a_decorated_functions_map_and_each_items_own_output(client: Client) -> None:
@@ -184,3 +209,9 @@ def test_leaving_the_block_with_an_error_stops_the_calls(tmp_path: Path) -> None
             time.sleep(0.05)
         raise KeyError("leaving")
     assert call.cancelled() and time.monotonic() - t0 < 60
+    with Client(home=home) as c:
+        record = c.get(call.id).result()
+    assert record.message == (
+        "cancelled by the end of the `with Client()` block (KeyError left it); the run's "
+        "tasks were removed"
+    )

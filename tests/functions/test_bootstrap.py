@@ -96,12 +96,40 @@ def test_an_exception_that_cannot_be_rebuilt_is_a_remote_error(tmp_path: Path) -
     assert "TwoArgumentError: 7: detail" in error.traceback
 
 
-def test_system_exit_is_not_raised_again_in_the_caller(tmp_path: Path) -> None:
-    done = local_call(tmp_path, sys.exit, 5)
+def test_sys_exit_with_a_code_is_the_calls_exit_code_and_system_exit_at_the_caller(
+    tmp_path: Path,
+) -> None:
+    done = local_call(tmp_path, sys.exit, 3)
+    assert done.code == 3
+    assert done.outcome is not None and done.outcome.status == outcome.Status.EXITED
+    assert done.outcome.exit_code == 3
+    assert outcome.describe(done.outcome, 3, "img", "3.11") == (
+        "it called sys.exit(3): exit code 3"
+    )
     assert isinstance(done.settled, outcome.Raised)
     error = done.settled.error
-    assert isinstance(error, outcome.RemoteError) and error.type_name == "SystemExit"
-    assert "would end this program" in (error.why or "")
+    assert type(error) is SystemExit and error.code == 3
+    assert isinstance(error.__cause__, outcome.RemoteTraceback)
+
+
+def test_sys_exit_with_a_message_exits_1_and_prints_it(tmp_path: Path) -> None:
+    done = local_call(tmp_path, sys.exit, "cannot go on")
+    assert done.code == 1 and done.stderr == "cannot go on\n"
+    assert done.outcome is not None and done.outcome.exit_code == 1
+    assert outcome.describe(done.outcome, 1, "img", "3.11") == (
+        "it called sys.exit('cannot go on'): exit code 1"
+    )
+    assert isinstance(done.settled, outcome.Raised)
+    assert type(done.settled.error) is SystemExit
+    assert done.settled.error.code == "cannot go on"
+
+
+@pytest.mark.parametrize("args", [(), (0,), (None,)])
+def test_sys_exit_0_is_a_success_whose_value_is_none(tmp_path: Path, args: tuple[()]) -> None:
+    done = local_call(tmp_path, sys.exit, *args)
+    assert done.code == 0
+    assert done.outcome is not None and done.outcome.status == outcome.Status.OK
+    assert done.settled == outcome.Value(None)
 
 
 def test_a_function_that_kills_its_own_process_leaves_no_outcome(tmp_path: Path) -> None:
@@ -143,6 +171,43 @@ def test_a_module_the_image_lacks_is_named(tmp_path: Path) -> None:
     assert "the image the-image lacks module 'tomli_w'; install it in the image" in (
         done.settled.message
     )
+
+
+def test_a_module_the_image_lacks_imported_inside_the_function_is_named(
+    tmp_path: Path,
+) -> None:
+    def imports_inside() -> str:
+        import tomli_w  # installed here, not in the interpreter that runs the call
+
+        return str(tomli_w.dumps({"a": 1}))
+
+    done = local_call(tmp_path, imports_inside)
+    assert done.code == 101
+    assert isinstance(done.settled, outcome.Raised)
+    error = done.settled.error
+    assert type(error) is ModuleNotFoundError and error.name == "tomli_w"
+    lacks = (
+        "the image the-image lacks module 'tomli_w'; install it in the image (modules that "
+        "are not installed travel with the function, but not what an import statement "
+        "inside the function loads)"
+    )
+    assert str(error) == f"No module named 'tomli_w': {lacks}"
+    assert outcome.describe(done.outcome, 101, "the-image", "3.11") == (
+        f"raised ModuleNotFoundError: No module named 'tomli_w': {lacks}"
+    )
+
+
+def test_a_name_missing_from_a_module_the_image_has_is_no_missing_module(
+    tmp_path: Path,
+) -> None:
+    def imports_a_missing_name() -> None:
+        from json import no_such_name  # type: ignore[attr-defined]  # noqa: F401
+
+    done = local_call(tmp_path, imports_a_missing_name)
+    assert isinstance(done.settled, outcome.Raised)
+    error = done.settled.error
+    assert type(error) is ImportError and "lacks module" not in str(error)
+    assert str(error).startswith("cannot import name 'no_such_name' from 'json'")
 
 
 def test_a_module_beside_the_script_travels_by_value(

@@ -192,13 +192,14 @@ def run(
     w: Workload,
     retries: int = 0,
     sink: Shown | None = None,
+    **caller: Any,
 ) -> tuple[RunEnd, dict[str, Any]]:
     target.store = store
     plan = plan_workload(w, target.offers(w), target="local", history=no_history)
     launch = launcher.Launch(
         w, target, plan, target.prepare(w, plan), {s.name: dict(s.env) for s in w.stages}
     )
-    record, outcome = launcher.execute(launch, store, retries=retries, sink=sink)
+    record, outcome = launcher.execute(launch, store, retries=retries, sink=sink, **caller)
     return outcome, store.get(record.id, tasks=True).as_json(tasks=True)
 
 
@@ -346,6 +347,23 @@ def test_a_stop_request_in_the_records_cancels_like_sigterm(store: RunStore) -> 
     assert doc["stages"][0]["exit_code"] == 143
 
 
+def test_a_stop_asked_by_a_caller_in_this_process_is_recorded_in_its_words(
+    store: RunStore,
+) -> None:
+    target = ScriptedTarget(scripts={"main": [exits(0, 30)]})
+    asked: list[str] = []
+
+    def ask() -> None:
+        time.sleep(0.4)
+        asked.append("call.cancel()")
+        store.request_stop(store.list_runs(1)[0].id)
+
+    threading.Thread(target=ask).start()
+    outcome, doc = run(store, target, workload(""), stopped_by=lambda: asked[0] if asked else None)
+    assert (outcome.status, outcome.exit_code) == (RunStatus.CANCELLED, 143)
+    assert doc["message"] == "cancelled by call.cancel(); the run's tasks were removed"
+
+
 def test_a_crash_of_nodus_is_recorded_then_raised(store: RunStore) -> None:
     target = ScriptedTarget(scripts={"b": [crashes(RuntimeError("boom"))]})
     with pytest.raises(RuntimeError, match="boom"):
@@ -411,6 +429,18 @@ def test_retries_apply_per_task(store: RunStore) -> None:
     assert outcome.status == RunStatus.SUCCEEDED
     assert doc["stages"][0]["tasks"][1]["attempts"] == 2
     assert all(t["attempts"] == 1 for i, t in enumerate(doc["stages"][0]["tasks"]) if i != 1)
+
+
+def test_each_item_is_told_to_the_caller_as_it_ends_after_its_retries(store: RunStore) -> None:
+    infra = fails(TaskState.INFRASTRUCTURE, "engine lost")
+    target = ScriptedTarget(
+        scripts={"main[0]": [exits(0, 1.0)], "main[1]": [infra, exits(3)]}, default=exits(0)
+    )
+    told: list[tuple[int, StageStatus, str | None]] = []
+    run(store, target, workload(MAP), retries=1, item_ended=lambda *item: told.append(item))
+    assert sorted(i for i, _, _ in told) == [0, 1, 2, 3, 4, 5]  # once each, retried or not
+    assert told[-1] == (0, StageStatus.SUCCEEDED, None)  # the slow one, last
+    assert dict((i, s) for i, s, _ in told)[1] == StageStatus.FAILED
 
 
 def test_the_budget_covers_every_task(store: RunStore) -> None:

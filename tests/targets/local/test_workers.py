@@ -178,7 +178,7 @@ def test_stopping_a_map_removes_its_workers(client: Client, docker_client: Any) 
     assert calls.stop() is True
     results = calls.results(timeout=120)
     assert not any(r.ok for r in results)
-    assert all("cancelled by `nodus stop`" in str(r.error) for r in results[:2])
+    assert all("cancelled by calls.stop()" in str(r.error) for r in results[:2])
     assert docker_client.containers.list(all=True, filters={"label": f"nodus.run={calls.id}"}) == []
     assert client.get(calls.id).status == RunStatus.CANCELLED
 
