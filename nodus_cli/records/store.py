@@ -395,7 +395,9 @@ class RunStore:
         output: dict[str, Any] | None = None,
     ) -> None:
         """Record how the run ended; stages and tasks left pending become ``skipped``,
-        those still running take the run's end (``cancelled``, else ``failed``)."""
+        those still running take the run's end (``cancelled``, else ``failed``), and those
+        still waiting in the queue become ``cancelled`` (nothing of theirs started), their
+        waiting words (place in line, holders) replaced: they are no longer true."""
         ended = now_iso()
         left = StageStatus.CANCELLED if status == RunStatus.CANCELLED else StageStatus.FAILED
         with self._transaction() as db:
@@ -427,6 +429,17 @@ class RunStore:
                     f"UPDATE {table} SET status=?, ended_at=COALESCE(ended_at, ?) "
                     "WHERE run_id=? AND status=?",
                     (str(left), ended, run_id, str(StageStatus.RUNNING)),
+                )
+                db.execute(
+                    f"UPDATE {table} SET status=?, ended_at=COALESCE(ended_at, ?), message=? "
+                    "WHERE run_id=? AND status=?",
+                    (
+                        str(StageStatus.CANCELLED),
+                        ended,
+                        f"not started: it waited for GPUs when the run ended {status}",
+                        run_id,
+                        str(StageStatus.QUEUED),
+                    ),
                 )
 
     def set_output(self, run_id: str, output: dict[str, Any]) -> None:

@@ -97,6 +97,20 @@ def test_a_running_stage_of_an_ended_run_takes_the_runs_end(store: RunStore) -> 
     assert [s.status for s in store.get(rec.id).stages] == ["skipped", "cancelled"]
 
 
+def test_a_queued_stage_of_an_ended_run_ends_and_stops_naming_its_holders(
+    store: RunStore,
+) -> None:
+    w = make_workload()
+    rec = store.create_run(w, "local", 0.0, None)
+    waiting = "queued, 1st in line (held by container happy_cohen, not started by nodus, since"
+    store.save_stage(rec.id, 0, StageRecord("prep", StageStatus.QUEUED, None, message=waiting))
+    store.finish_run(rec.id, RunStatus.CANCELLED, None, 0.0, "its nodus process ended")
+    prep, train = store.get(rec.id).stages
+    assert (prep.status, train.status) == ("cancelled", "skipped")
+    assert prep.ended_at is not None
+    assert prep.message == "not started: it waited for GPUs when the run ended cancelled"
+
+
 def test_the_supervisor_is_claimed_with_its_host_and_start_time(store: RunStore) -> None:
     rec = store.create_run(make_workload(), "local", 0.0, None)
     store.claim(rec.id, os.getpid())

@@ -143,7 +143,7 @@ def test_a_living_holder_of_another_home_is_named_with_its_home(
     started = nodus_env.run("run", "--detach", path, gpus="h100x8")
     assert started.returncode == 0, started.stderr
     run_a = started.stdout.strip()
-    held = f"held by run {run_a} of NODUS_HOME {nodus_env.home} (since"
+    held = f"held by run {run_a} of NODUS_HOME {nodus_env.home} since"
     other = nodus_env.write(workload("waiter-b", "echo ran", EIGHT_H100), "b.toml")
     try:
         refused = nodus_env.run("run", "--no-wait", other, gpus="h100x8", NODUS_HOME=str(home_b))
