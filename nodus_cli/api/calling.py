@@ -342,6 +342,8 @@ class _Driver:
         self.run_id = calls[0].id
         self.name = workload.name
         self.recorded = False
+        #: The run's work folder, when it ended with something in it and was kept.
+        self.kept: str | None = None
         #: What each call gave (value, error), delivered once the folder is removed.
         self.answers: dict[int, tuple[Any, BaseException | None]] = {}
 
@@ -425,6 +427,8 @@ class _Driver:
 
         store = self.client._store
         record = store.get(self.run_id)
+        if record.output and record.output.get("kind") == "kept":
+            self.kept = record.output.get("path")
         stage = record.stages[0] if record.stages else None
         image = self.workload.stages[0].image
         needed = self.workload.stages[0].function.python  # type: ignore[union-attr]
@@ -464,6 +468,8 @@ class _Driver:
             hint = f"its output: nodus logs {self.run_id}" + (
                 f" --item {call._item}" if call._item is not None else ""
             )
+            if self.kept:
+                hint += f"; what it left in its work folder is kept in {self.kept}"
         error = CallFailed(
             text,
             call=self.name,

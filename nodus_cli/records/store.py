@@ -452,7 +452,8 @@ class RunStore:
 
     def forget(self, run_id: str) -> None:
         """Remove a run that never started anything (refused before its first task ran):
-        its rows, its log and its supervisor's stderr, as if it had never been recorded."""
+        its rows, its log, its supervisor's stderr and its work folder when empty, as if it
+        had never been recorded."""
         with self._transaction() as db:
             db.execute("DELETE FROM tasks WHERE run_id=?", (run_id,))
             db.execute("DELETE FROM stages WHERE run_id=?", (run_id,))
@@ -460,6 +461,8 @@ class RunStore:
         for path in (self._logs / f"{run_id}.jsonl", self.stderr_path(run_id)):
             with contextlib.suppress(OSError):
                 path.unlink()
+        with contextlib.suppress(OSError):  # not there, or it holds something: kept
+            (self._work / run_id).rmdir()
 
     def request_stop(self, run_id: str) -> None:
         with self._using(writing=True) as db:

@@ -138,8 +138,12 @@ def _show_run(record: RunResult, as_json: bool, wide: bool = False) -> int:
     if record.message:
         out.line(safe(record.message))
     if record.output:
-        path = record.output.get("path")
-        out.line(f"work directory: {record.output.get('kind')}" + (f" {path}" if path else ""))
+        path, note = record.output.get("path"), record.output.get("note")
+        out.line(
+            f"work directory: {record.output.get('kind')}"
+            + (f" {safe(path)}" if path else "")
+            + (f" ({safe(note)})" if note else "")
+        )
     for s in record.stages:
         out.line()
         where = f" on {s.node}" if s.node else ""
