@@ -56,6 +56,10 @@ __all__ = [
 T = TypeVar("T")
 P = ParamSpec("P")
 
+#: How many runs a listing reads at once (:meth:`RunStore.iter_runs`): a long listing
+#: holds this many records, and no more, however long the history.
+PAGE = 200
+
 
 class StoreError(NodusError):
     """The state folder cannot be used; the message says why and where."""
@@ -489,7 +493,23 @@ class RunStore:
 
     def list_runs(self, limit: int = 20) -> list[RunRecord]:
         """The ``limit`` runs started last, newest first."""
-        return self._read([], queries.recent, limit)
+        return list(self.iter_runs(limit))
+
+    def iter_runs(self, limit: int | None = None) -> Iterator[RunRecord]:
+        """The runs started last, newest first (``limit`` of them; None: every one), read
+        :data:`PAGE` at a time: however long the history, only a page is in memory, and
+        the store's connection is free between pages (each page one short read)."""
+        after: queries.Key | None = None
+        left = limit
+        while left is None or left > 0:
+            size = PAGE if left is None else min(PAGE, left)
+            page, after = self._read(([], None), queries.recent, size, after)
+            yield from page
+            if len(page) < size or after is None:
+                return
+            if left is not None:
+                left -= len(page)
+            del page  # not held while the next one is read
 
     def active(self) -> list[RunRecord]:
         """Runs still pending or running, and ended runs whose clean-up is pending."""
