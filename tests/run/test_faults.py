@@ -338,7 +338,8 @@ def test_every_file_under_the_state_folder_is_private(nodus_env: Nodus) -> None:
         started = nodus_env.run("run", "--detach", detached)
         assert started.returncode == 0, started.stderr
         nodus_env.wait_done(started.stdout.strip())
-        failing = nodus_env.write(workload("private-fg", "echo fg; exit 3"), "fg.toml")
+        leaves = "umask 077; echo fg > $NODUS_WORK_DIR/partial; exit 3"
+        failing = nodus_env.write(workload("private-fg", leaves), "fg.toml")
         assert nodus_env.run("run", failing).returncode == 3  # its work folder is kept
     finally:
         os.umask(umask)
