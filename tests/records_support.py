@@ -1,9 +1,13 @@
 """Helpers for the tests of the run records (tests/records): a two-stage workload and an
-offer to record runs of."""
+offer to record runs of, and a long history made in a moment."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 from nodus_cli.catalog import Offer
+from nodus_cli.records import RunStatus, RunStore
 from nodus_cli.workload import Workload, load_text
 
 TWO_STAGES = """
@@ -46,3 +50,36 @@ def make_offer(gpu: str | None = "H100", count: int = 8, machine: str = "box") -
         arch="x86_64",
         price_per_hour=2.0,
     )
+
+
+def long_history(home: Path, count: int) -> list[str]:
+    """``count`` ended runs under ``home``, their ids newest first: one recorded through
+    the store, copied in SQL (with its stages) under other ids, three a second (runs of
+    one second are listed newest recorded first)."""
+    store = RunStore.open(home)
+    try:
+        run = store.create_run(make_workload(), "local", 0.0, None)
+        store.finish_run(run.id, RunStatus.SUCCEEDED, 0, 0.25)
+    finally:
+        store.close()
+    ids = [f"20250101-{i // 3:06d}-{i:06x}" for i in range(count - 1)]
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        runs = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
+        stages = [r[1] for r in db.execute("PRAGMA table_info(stages)")]
+        (row,) = db.execute(f"SELECT {', '.join(runs)} FROM runs").fetchall()
+        rows = db.execute(f"SELECT {', '.join(stages)} FROM stages").fetchall()
+        at, key = runs.index("started_at"), stages.index("run_id")
+        copies = []
+        for i, run_id in enumerate(ids):
+            copy = list(row)
+            copy[0], copy[at] = (
+                run_id,
+                f"2025-01-01T{i // 3 // 3600:02d}:{i // 3 // 60 % 60:02d}:{i // 3 % 60:02d}+00:00",
+            )
+            copies.append(copy)
+        db.executemany(f"INSERT INTO runs VALUES ({', '.join('?' * len(runs))})", copies)
+        db.executemany(
+            f"INSERT INTO stages VALUES ({', '.join('?' * len(stages))})",
+            [[*s[:key], run_id, *s[key + 1 :]] for run_id in ids for s in rows],
+        )
+    return [run.id, *ids[::-1]]

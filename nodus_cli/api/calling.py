@@ -349,6 +349,8 @@ class _Driver:
         self.run_id = calls[0].id
         self.name = workload.name
         self.recorded = False
+        #: The run's work folder, when it ended with something in it and was kept.
+        self.kept: str | None = None
         #: What each call gave (value, error), until it is delivered: a map's item as it
         #: ends, the last one (and a single call) once the run has ended and the folder
         #: is removed, so that when every Call is done the run's record is complete.
@@ -453,6 +455,8 @@ class _Driver:
     def _settle(self, status: RunStatus, message: str | None) -> None:
         store = self.session.store
         record = store.get(self.run_id)
+        if record.output and record.output.get("kind") == "kept":
+            self.kept = record.output.get("path")
         stage = record.stages[0] if record.stages else None
         if self.workload.stages[0].map is None:
             ran = stage.status if stage is not None else StageStatus.FAILED
@@ -508,6 +512,8 @@ class _Driver:
             hint = f"its output: nodus logs {self.run_id}" + (
                 f" --item {call.item}" if call.item is not None else ""
             )
+            if self.kept:
+                hint += f"; what it left in its work folder is kept in {self.kept}"
         error = CallFailed(
             text,
             call=self.name,

@@ -35,7 +35,7 @@ of quotes, which plans but never runs.
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -467,11 +467,17 @@ class Client(CatalogDoors):
 
     def runs(self, limit: int = 20) -> list[RunResult]:
         """Recorded runs, newest first (an active run with what its target says now)."""
+        return list(self.iter_runs(limit))
+
+    def iter_runs(self, limit: int | None = None) -> Iterator[RunResult]:
+        """The recorded runs newest first, ``limit`` of them (None: every one), read as
+        they are iterated: memory stays bounded however long the history (what
+        ``nodus runs --top N`` prints from). The records are reconciled at the call."""
         self.reconcile()
         from nodus_cli.api.runs import RunResult
 
         session = self._session
-        return [RunResult.of(r, session.describe(r)) for r in session.store.list_runs(limit)]
+        return (RunResult.of(r, session.describe(r)) for r in session.store.iter_runs(limit))
 
     def get(self, run_id: str) -> Run:
         """A handle on a recorded run (a unique prefix of its id is enough)."""

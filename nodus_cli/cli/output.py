@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -44,6 +44,26 @@ def error_console() -> Console:
 
 def emit_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def emit_json_list(head: Mapping[str, Any], key: str, items: Iterable[Any]) -> None:
+    """What :func:`emit_json` prints of ``{**head, key: list(items)}``, byte for byte, with
+    the list written an item at a time as ``items`` yields them: a long listing is never
+    held whole, neither its items nor its text."""
+    write = sys.stdout.write
+    sep = None
+    for item in items:
+        if sep is None:
+            opening = json.dumps({**head, key: [None]}, indent=2, ensure_ascii=False)
+            write(opening[: opening.rindex("null")])
+            sep = ",\n    "
+        else:
+            write(sep)
+        write(json.dumps(item, indent=2, ensure_ascii=False).replace("\n", "\n    "))
+    if sep is None:
+        emit_json({**head, key: []})
+        return
+    write("\n  ]\n}\n")
 
 
 def fail(message: str, hint: str | None = None) -> None:
@@ -171,6 +191,60 @@ class Writer:
         their end). Columns in neither list are never touched (an id to copy, a price):
         when only they remain the table is as wide as they are.
         """
+        fmt = self._layout(headers, rows, right, indent, drop, clip, keep_end)
+        self.lines.append(self.paint(fmt(headers), "dim"))
+        self.lines.extend(fmt(row) for row in rows)
+
+    def stream_table(
+        self,
+        headers: Sequence[str],
+        rows: Iterable[Sequence[str]],
+        right: Sequence[int] = (),
+        *,
+        look_ahead: int = 200,
+        drop: Sequence[int] = (),
+        clip: Sequence[int] = (),
+    ) -> None:
+        """:meth:`table` for rows of any number, written as ``rows`` yields them: the
+        columns are laid out on the first ``look_ahead`` rows, so only those are ever held.
+
+        A later cell wider than its column: on a terminal a column in ``clip`` clips it
+        (with "…"); any other column, and a pipe or a file, shows it in full, that row
+        then out of line rather than a value lost.
+        """
+        it = iter(rows)
+        first = [row for _, row in zip(range(look_ahead), it, strict=False)]
+        fmt = self._layout(headers, first, right, "", drop, clip, (), loose=True)
+        self.lines.append(self.paint(fmt(headers), "dim"))
+        self.lines.extend(fmt(row) for row in first)
+        del first
+        self._write_all_but_last()
+        for row in it:
+            self.lines.append(fmt(row))
+            if len(self.lines) > look_ahead:
+                self._write_all_but_last()
+
+    def _write_all_but_last(self) -> None:
+        """Write what is held but its last line (kept for :meth:`flush`, which ends the
+        output with it: a flush of nothing would print an empty line)."""
+        last = self.lines.pop()
+        if self.lines:
+            self.flush()
+        self.lines.append(last)
+
+    def _layout(
+        self,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        right: Sequence[int],
+        indent: str,
+        drop: Sequence[int],
+        clip: Sequence[int],
+        keep_end: Sequence[int],
+        loose: bool = False,
+    ) -> Callable[[Sequence[str]], str]:
+        """How a row of the table is written: the columns fitted to ``rows`` (and the
+        width). ``loose``: other rows may come, with cells wider than any here."""
         widths = [display_width(h) for h in headers]
         for row in rows:
             for i, cell in enumerate(row):
@@ -178,20 +252,25 @@ class Writer:
         shown = list(range(len(headers)))
         if self.width is not None:
             shown = self._fit(headers, widths, shown, len(indent), drop, clip)
+        if not loose:
+            clips = set(shown)  # every cell fits its width, or was fitted by _fit to be cut
+        elif self.width is None:
+            clips = set()  # a pipe or a file: every value in full
+        else:
+            clips = set(clip)
 
         def fmt(cells: Sequence[str]) -> str:
             out = []
             for i in shown:
                 c = cells[i]
-                if display_width(c) > widths[i]:
+                if display_width(c) > widths[i] and i in clips:
                     c = clipped(c, widths[i], keep_end=i in keep_end)
-                pad = " " * (widths[i] - display_width(c))
+                    self.narrowed = self.narrowed or loose
+                pad = " " * max(0, widths[i] - display_width(c))
                 out.append(pad + c if i in right else c + pad)
             return (indent + "  ".join(out)).rstrip()
 
-        self.lines.append(self.paint(fmt(headers), "dim"))
-        for row in rows:
-            self.lines.append(fmt(row))
+        return fmt
 
     def _fit(
         self,

@@ -17,11 +17,12 @@ import sqlite3
 from typing import Any
 
 from nodus_cli.errors import UsageError
-from nodus_cli.records.model import ACTIVE_RUN, RunRecord, RunStatus, TaskRecord
+from nodus_cli.records.model import ACTIVE_RUN, RunRecord, RunStatus, StageRecord, TaskRecord
 from nodus_cli.records.rows import RUNS, STAGES, TASKS
 from nodus_cli.structs import struct
 
 __all__ = [
+    "Key",
     "SpendRow",
     "active",
     "get",
@@ -57,13 +58,46 @@ def stop_requested(db: sqlite3.Connection, run_id: str) -> bool:
     return bool(row and row[0])
 
 
-def recent(db: sqlite3.Connection, limit: int) -> list[RunRecord]:
-    """The ``limit`` runs started last, newest first."""
+#: Where a page of the newest runs ends: the last run's start and rowid (the order's key).
+Key = tuple[str, int]
+
+
+def recent(
+    db: sqlite3.Connection, limit: int, after: Key | None = None
+) -> tuple[list[RunRecord], Key | None]:
+    """A page: the ``limit`` runs started last (before ``after``, the key a previous page
+    ended at), newest first, and the key this page ends at (None when it is empty).
+
+    Found through the index on the start (``runs_by_start``), the stages and task counts
+    of the whole page in one query each, so a page costs the same wherever it lies in a
+    long history."""
+    where, args = ("WHERE (started_at, rowid) < (?, ?) ", after) if after else ("", ())
     rows = db.execute(
-        f"SELECT {RUNS.select} FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?",
-        (limit,),
+        f"SELECT rowid, started_at, {RUNS.select} FROM runs {where}"
+        "ORDER BY started_at DESC, rowid DESC LIMIT ?",
+        (*args, limit),
     ).fetchall()
-    return [_run(db, row) for row in rows]
+    if not rows:
+        return [], None
+    found = [RUNS.record(row[2:]) for row in rows]
+    by_id = {r.id: r for r in found}
+    marks = ", ".join("?" * len(found))
+    stages: dict[tuple[str, int], StageRecord] = {}
+    for run_id, idx, *columns in db.execute(
+        f"SELECT run_id, idx, {STAGES.select} FROM stages WHERE run_id IN ({marks}) "
+        "ORDER BY run_id, idx",
+        list(by_id),
+    ):
+        stage = stages[run_id, idx] = STAGES.record(columns)
+        by_id[run_id].stages.append(stage)
+    for run_id, idx, status, count in db.execute(
+        f"SELECT run_id, stage_idx, status, COUNT(*) FROM tasks WHERE run_id IN ({marks}) "
+        "GROUP BY run_id, stage_idx, status",
+        list(by_id),
+    ):
+        if (run_id, idx) in stages:
+            stages[run_id, idx].task_counts[str(status)] = int(count)
+    return found, (str(rows[-1][1]), int(rows[-1][0]))
 
 
 def active(db: sqlite3.Connection) -> list[RunRecord]:

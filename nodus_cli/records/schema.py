@@ -3,8 +3,8 @@
 Contract: after :func:`prepare`, a database holds every table and column of
 :data:`SCHEMA_VERSION` (``PRAGMA user_version`` says which version a file is at) and is
 in WAL mode, however many processes open the same new folder at that moment. Each
-version so far only adds tables and columns, so the queries of an older nodus still find
-theirs.
+version so far only adds tables, columns and indexes, so the queries of an older nodus
+still find theirs.
 
 Why apart from the store: the shape of the database changes by versions and must be
 read as a whole (what version 1 had, what version 2 added); the store only asks for a
@@ -18,7 +18,7 @@ import time
 
 __all__ = ["SCHEMA_VERSION", "prepare"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Version 1, the tables as first made (each later version adds to them below).
 _SCHEMA = """
@@ -90,6 +90,12 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
 """
 
+#: Version 3: runs in the order they are listed (newest first), so that a long listing
+#: is read a page at a time, each page found without sorting the whole history.
+_MIGRATE_3 = """
+CREATE INDEX IF NOT EXISTS runs_by_start ON runs(started_at);
+"""
+
 
 def prepare(db: sqlite3.Connection) -> None:
     """Bring the database on ``db`` (autocommit) up to :data:`SCHEMA_VERSION`, in WAL mode."""
@@ -108,6 +114,8 @@ def prepare(db: sqlite3.Connection) -> None:
             if "host" not in have:
                 for statement in _statements(_MIGRATE_2):
                     db.execute(statement)
+            for statement in _statements(_MIGRATE_3):
+                db.execute(statement)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except BaseException:
         db.execute("ROLLBACK")

@@ -56,6 +56,10 @@ __all__ = [
 T = TypeVar("T")
 P = ParamSpec("P")
 
+#: How many runs a listing reads at once (:meth:`RunStore.iter_runs`): a long listing
+#: holds this many records, and no more, however long the history.
+PAGE = 200
+
 
 class StoreError(NodusError):
     """The state folder cannot be used; the message says why and where."""
@@ -395,7 +399,9 @@ class RunStore:
         output: dict[str, Any] | None = None,
     ) -> None:
         """Record how the run ended; stages and tasks left pending become ``skipped``,
-        those still running take the run's end (``cancelled``, else ``failed``)."""
+        those still running take the run's end (``cancelled``, else ``failed``), and those
+        still waiting in the queue become ``cancelled`` (nothing of theirs started), their
+        waiting words (place in line, holders) replaced: they are no longer true."""
         ended = now_iso()
         left = StageStatus.CANCELLED if status == RunStatus.CANCELLED else StageStatus.FAILED
         with self._transaction() as db:
@@ -428,6 +434,17 @@ class RunStore:
                     "WHERE run_id=? AND status=?",
                     (str(left), ended, run_id, str(StageStatus.RUNNING)),
                 )
+                db.execute(
+                    f"UPDATE {table} SET status=?, ended_at=COALESCE(ended_at, ?), message=? "
+                    "WHERE run_id=? AND status=?",
+                    (
+                        str(StageStatus.CANCELLED),
+                        ended,
+                        f"not started: it waited for GPUs when the run ended {status}",
+                        run_id,
+                        str(StageStatus.QUEUED),
+                    ),
+                )
 
     def set_output(self, run_id: str, output: dict[str, Any]) -> None:
         with self._using(writing=True) as db:
@@ -439,7 +456,8 @@ class RunStore:
 
     def forget(self, run_id: str) -> None:
         """Remove a run that never started anything (refused before its first task ran):
-        its rows, its log and its supervisor's stderr, as if it had never been recorded."""
+        its rows, its log, its supervisor's stderr and its work folder when empty, as if it
+        had never been recorded."""
         with self._transaction() as db:
             db.execute("DELETE FROM tasks WHERE run_id=?", (run_id,))
             db.execute("DELETE FROM stages WHERE run_id=?", (run_id,))
@@ -447,6 +465,8 @@ class RunStore:
         for path in (self._logs / f"{run_id}.jsonl", self.stderr_path(run_id)):
             with contextlib.suppress(OSError):
                 path.unlink()
+        with contextlib.suppress(OSError):  # not there, or it holds something: kept
+            (self._work / run_id).rmdir()
 
     def request_stop(self, run_id: str) -> None:
         with self._using(writing=True) as db:
@@ -473,7 +493,23 @@ class RunStore:
 
     def list_runs(self, limit: int = 20) -> list[RunRecord]:
         """The ``limit`` runs started last, newest first."""
-        return self._read([], queries.recent, limit)
+        return list(self.iter_runs(limit))
+
+    def iter_runs(self, limit: int | None = None) -> Iterator[RunRecord]:
+        """The runs started last, newest first (``limit`` of them; None: every one), read
+        :data:`PAGE` at a time: however long the history, only a page is in memory, and
+        the store's connection is free between pages (each page one short read)."""
+        after: queries.Key | None = None
+        left = limit
+        while left is None or left > 0:
+            size = PAGE if left is None else min(PAGE, left)
+            page, after = self._read(([], None), queries.recent, size, after)
+            yield from page
+            if len(page) < size or after is None:
+                return
+            if left is not None:
+                left -= len(page)
+            del page  # not held while the next one is read
 
     def active(self) -> list[RunRecord]:
         """Runs still pending or running, and ended runs whose clean-up is pending."""

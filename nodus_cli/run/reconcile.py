@@ -6,8 +6,10 @@ cannot record its end nor remove its containers, and the GPUs those hold stay ta
 :func:`reconcile`, which every command that reads the records calls first, notices:
 a run still pending or running whose supervisor on this host is gone has what it left
 stopped and removed on its target (containers, services, volumes; which frees its
-GPUs), its work folder kept or copied as for any failed run, and is recorded ``failed``
-with the reason. A run that ended while its target could not be reached (the engine
+GPUs), its work folder kept (when it holds something) or copied as for any failed run,
+and is recorded ``failed`` with the reason; a run that only waited in the queue is
+recorded ``cancelled`` (nothing had started), its waiting stages with it, their place in
+line and holders no longer said. A run that ended while its target could not be reached (the engine
 was down) keeps ``cleanup_pending`` until a later command removes what it left.
 
 :func:`stop` is ``nodus stop``: it asks the supervisor to stop (SIGTERM, and a flag in

@@ -103,6 +103,23 @@ def test_a_function_that_kills_its_own_process_fails_the_call_with_words(
         "without reporting an outcome: it called os._exit(), or it crashed or was killed"
     )
     assert error.hint == f"its output: nodus logs {call.id}"
+    assert not (client.home_folder / "work" / call.id).exists()  # empty: not kept
+
+
+def test_a_failed_call_says_where_its_work_folder_is_kept(client: Client) -> None:
+    def leave_a_file() -> None:
+        with open(os.path.join(os.environ["NODUS_WORK_DIR"], "partial.txt"), "w") as f:
+            f.write("half done")
+        os._exit(3)
+
+    call = client.run(fn=leave_a_file, image=PY_IMAGE)
+    with pytest.raises(CallFailed) as caught:
+        call.result(timeout=120)
+    kept = client.home_folder / "work" / call.id
+    assert caught.value.hint == (
+        f"its output: nodus logs {call.id}; what it left in its work folder is kept in {kept}"
+    )
+    assert (kept / "partial.txt").read_text() == "half done"
 
 
 def test_an_unpicklable_return_value_fails_the_call_with_words(client: Client) -> None:

@@ -129,6 +129,26 @@ def test_a_table_keeps_every_column_when_it_fits_or_when_wide() -> None:
         assert "a-very-long-workload-name-indeed" in out.lines[1]
 
 
+def test_a_streamed_table_lays_out_on_its_look_ahead_and_loses_no_value(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    later = ["20261201-101502-999999", "a-much-longer-workload", "succeeded", "0", "$12345.00"]
+    out = Writer(colour=False, width=80)
+    out.stream_table(HEADERS, iter([*ROWS[1:], later]), right=(3, 4), look_ahead=1, clip=(1,))
+    out.flush()
+    header, first, last = capsys.readouterr().out.splitlines()
+    assert header.split() == HEADERS
+    assert first.startswith("20261201-101501-123456  short     failed")  # fitted to row 1
+    assert last.startswith("20261201-101502-999999  a-much-…  succeeded")  # clip column
+    assert last.endswith("  $12345.00")  # a price is never cut: the row runs longer
+    assert out.narrowed
+    piped = Writer(colour=False)  # a pipe: every value in full
+    piped.stream_table(HEADERS, iter([*ROWS[1:], later]), right=(3, 4), look_ahead=1, clip=(1,))
+    piped.flush()
+    assert "a-much-longer-workload" in capsys.readouterr().out
+    assert not piped.narrowed
+
+
 def test_clipping_stops_at_the_header_and_spares_other_columns() -> None:
     out = Writer(colour=False, width=20)
     out.table(HEADERS, ROWS, right=(3, 4), clip=(1,))

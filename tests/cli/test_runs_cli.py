@@ -3,14 +3,18 @@ records written through the store (no engine needed: the runs have ended)."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
-from records_support import make_workload
+from records_support import long_history, make_workload
 
+from nodus_cli.cli.commands import runs
 from nodus_cli.records import RunStatus, RunStore
 
 
@@ -115,3 +119,68 @@ def test_rerun_checks_the_environment_before_it_says_anything(home: Path) -> Non
         "the environment it runs in (their values are never stored)"
     )
     assert "default" not in done.stderr  # nothing to edit: the workload is the record's
+
+
+# -- long listings ---------------------------------------------------------------------------
+
+
+def test_a_long_listing_in_json_is_the_one_document_it_always_was(home: Path) -> None:
+    ids = long_history(home, runs.LOOK_AHEAD + 50)
+    done = nodus(home, "runs", "--json", "--top", "100000")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert [r["id"] for r in document["runs"]] == ids
+    assert document["version"] == 1
+    assert done.stdout == json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    empty = nodus(home.parent / "empty", "runs", "--json")
+    assert empty.stdout == '{\n  "version": 1,\n  "runs": []\n}\n'
+
+
+def test_a_listing_longer_than_the_look_ahead_fits_the_terminal_and_lists_every_run(
+    home: Path,
+) -> None:
+    ids = long_history(home, runs.LOOK_AHEAD + 50)
+    done = nodus(home, "runs", "--top", str(runs.LOOK_AHEAD + 10))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    listed = [line.split()[0] for line in lines[1:-1]]
+    assert listed == ids[: runs.LOOK_AHEAD + 10]
+    assert all(len(line) <= 80 and line == line.rstrip() for line in lines)
+    wide = nodus(home, "runs", "--top", "100000", "--wide").stdout.splitlines()
+    assert wide[0].split()[:3] == ["id", "workload", "target"]
+    assert [line.split()[0] for line in wide[1:]] == ids
+
+
+class _Counted(io.TextIOBase):
+    """A stdout that only counts what it is given (it holds none of it)."""
+
+    written = 0
+
+    def write(self, text: str) -> int:
+        self.written += len(text)
+        return len(text)
+
+
+def _peak(home: Path, top: int, as_json: bool, monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.setenv("NODUS_HOME", str(home))
+    out = _Counted()
+    monkeypatch.setattr(sys, "stdout", out)
+    tracemalloc.start()
+    try:
+        assert runs.list_runs(top, as_json) == 0
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_long_listing_is_printed_in_bounded_memory(
+    home: Path, monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    long_history(home, 8 * runs.LOOK_AHEAD)
+    _peak(home, 10, as_json, monkeypatch)  # what a first listing loads once
+    short = _peak(home, 2 * runs.LOOK_AHEAD, as_json, monkeypatch)
+    long = _peak(home, 8 * runs.LOOK_AHEAD, as_json, monkeypatch)
+    # Four times the runs: held whole, about four times the memory; streamed, the same.
+    assert long < 1.3 * short, (short, long)

@@ -12,13 +12,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from records_support import make_offer, make_workload
+from records_support import long_history, make_offer, make_workload
 
 from nodus_cli import records
 from nodus_cli.errors import NodusError
-from nodus_cli.records import RunStatus, RunStore, StageRecord, StageStatus, StoreError
+from nodus_cli.records import RunStatus, RunStore, StageRecord, StageStatus, StoreError, queries
+from nodus_cli.records.store import PAGE
 
 
 @pytest.fixture
@@ -87,6 +89,32 @@ def test_runs_are_listed_newest_first(store: RunStore) -> None:
     assert len(store.list_runs(limit=2)) == 2
 
 
+def test_runs_are_read_a_page_at_a_time_as_they_are_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = long_history(tmp_path / "home", 2 * PAGE + 7)
+    store = RunStore.open(tmp_path / "home")
+    pages: list[int] = []
+    real = queries.recent
+
+    def counted(db: sqlite3.Connection, limit: int, after: queries.Key | None = None) -> Any:
+        found = real(db, limit, after)
+        pages.append(len(found[0]))
+        return found
+
+    monkeypatch.setattr(queries, "recent", counted)
+    listing = store.iter_runs()
+    assert next(listing).id == ids[0]
+    assert pages == [PAGE]  # one page read, not the history
+    rest = list(listing)
+    assert [r.id for r in rest] == ids[1:]  # newest first, runs of one second included
+    assert pages == [PAGE, PAGE, 7]
+    assert [len(r.stages) for r in rest] == [2] * len(rest)
+    assert [r.id for r in store.iter_runs(PAGE + 1)] == ids[: PAGE + 1]
+    assert pages[3:] == [PAGE, 1]
+    assert [r.id for r in store.list_runs(3)] == ids[:3]
+
+
 def test_a_running_stage_of_an_ended_run_takes_the_runs_end(store: RunStore) -> None:
     w = make_workload()
     rec = store.create_run(w, "local", 0.0, None)
@@ -95,6 +123,20 @@ def test_a_running_stage_of_an_ended_run_takes_the_runs_end(store: RunStore) -> 
     )
     store.finish_run(rec.id, RunStatus.CANCELLED, 130, 0.0)
     assert [s.status for s in store.get(rec.id).stages] == ["skipped", "cancelled"]
+
+
+def test_a_queued_stage_of_an_ended_run_ends_and_stops_naming_its_holders(
+    store: RunStore,
+) -> None:
+    w = make_workload()
+    rec = store.create_run(w, "local", 0.0, None)
+    waiting = "queued, 1st in line (held by container happy_cohen, not started by nodus, since"
+    store.save_stage(rec.id, 0, StageRecord("prep", StageStatus.QUEUED, None, message=waiting))
+    store.finish_run(rec.id, RunStatus.CANCELLED, None, 0.0, "its nodus process ended")
+    prep, train = store.get(rec.id).stages
+    assert (prep.status, train.status) == ("cancelled", "skipped")
+    assert prep.ended_at is not None
+    assert prep.message == "not started: it waited for GPUs when the run ended cancelled"
 
 
 def test_the_supervisor_is_claimed_with_its_host_and_start_time(store: RunStore) -> None:
@@ -217,6 +259,22 @@ def test_records_of_the_first_version_are_brought_up_to_date(tmp_path: Path) -> 
         assert {"host", "pid_start", "stop_requested"} <= {
             row[1] for row in db.execute("PRAGMA table_info(runs)")
         }
+        assert "runs_by_start" in {row[1] for row in db.execute("PRAGMA index_list(runs)")}
+
+
+def test_records_of_the_second_version_get_the_index_listings_read_by(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        db.executescript(records.schema._SCHEMA + records.schema._MIGRATE_2)
+        db.execute("PRAGMA user_version=2")
+    RunStore.open(home).close()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM runs ORDER BY started_at DESC, rowid DESC"
+        ).fetchall()
+        assert "runs_by_start" in str(plan)
 
 
 def test_a_damaged_database_is_named_with_how_to_set_it_aside(tmp_path: Path) -> None:

@@ -143,7 +143,7 @@ def test_a_living_holder_of_another_home_is_named_with_its_home(
     started = nodus_env.run("run", "--detach", path, gpus="h100x8")
     assert started.returncode == 0, started.stderr
     run_a = started.stdout.strip()
-    held = f"held by run {run_a} of NODUS_HOME {nodus_env.home} (since"
+    held = f"held by run {run_a} of NODUS_HOME {nodus_env.home} since"
     other = nodus_env.write(workload("waiter-b", "echo ran", EIGHT_H100), "b.toml")
     try:
         refused = nodus_env.run("run", "--no-wait", other, gpus="h100x8", NODUS_HOME=str(home_b))
@@ -338,7 +338,8 @@ def test_every_file_under_the_state_folder_is_private(nodus_env: Nodus) -> None:
         started = nodus_env.run("run", "--detach", detached)
         assert started.returncode == 0, started.stderr
         nodus_env.wait_done(started.stdout.strip())
-        failing = nodus_env.write(workload("private-fg", "echo fg; exit 3"), "fg.toml")
+        leaves = "umask 077; echo fg > $NODUS_WORK_DIR/partial; exit 3"
+        failing = nodus_env.write(workload("private-fg", leaves), "fg.toml")
         assert nodus_env.run("run", failing).returncode == 3  # its work folder is kept
     finally:
         os.umask(umask)

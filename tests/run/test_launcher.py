@@ -96,7 +96,7 @@ def test_a_foreground_run_refused_after_its_checks_leaves_nothing(
     assert shown.said == []  # the error is said once, by whoever prints it (not "run failed")
     assert caught.value.exit_code == 3
     assert caught.value.message.startswith("stage 'main' needs 1× L4; held by container ")
-    assert f"{blocker.name} (not started by nodus)" in caught.value.message
+    assert f"{blocker.name}, not started by nodus, since" in caught.value.message
     assert caught.value.hint is not None and "run without --no-wait" in caught.value.hint
     assert client.runs() == []
     assert _left(client) == [] and list(client.home_folder.glob("work/*")) == []
@@ -111,7 +111,7 @@ def test_a_background_supervisors_refusal_reaches_its_submitter(
         client.submit(prepared, handshake=True)  # what `nodus run --detach` does
     assert caught.value.exit_code == 3
     assert caught.value.message.startswith("stage 'main' needs 1× L4; held by container ")
-    assert f"{blocker.name} (not started by nodus)" in caught.value.message
+    assert f"{blocker.name}, not started by nodus, since" in caught.value.message
     assert caught.value.hint is not None and "run without --no-wait" in caught.value.hint
     assert client.runs() == []
     assert _left(client) == []  # no log, no supervisor's stderr, no work folder

@@ -11,16 +11,24 @@ when that is still too wide it leaves out the exit code, the target and the star
 run id begins with it), then clips workload names and stages with "…". The run id is
 never shortened: it is what the other commands take. ``--wide`` shows every column in
 full, and so do a pipe and a file (no width to fit).
+
+A listing of any length (``--top 100000``) is printed as it is read from the records, in
+bounded memory: the table is laid out on its first :data:`LOOK_AHEAD` runs (a later cell
+wider than its column is clipped on a terminal where the layout clips, shown in full
+elsewhere), a listing longer than that names every run's target, and ``--json`` writes its
+one document a run at a time.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from nodus_cli.api import Client, RunResult, StageStatus
-from nodus_cli.cli.output import Writer, emit_json, stderr_line
+from nodus_cli.cli.output import Writer, emit_json, emit_json_list, stderr_line
 from nodus_cli.errors import UsageError
 from nodus_cli.text import money, safe
 
@@ -49,29 +57,40 @@ def _client() -> Client:
 # -- nodus runs ----------------------------------------------------------------------------
 
 
+#: How many runs the table is laid out on (its column widths); a longer listing is
+#: printed as it is read, never held whole.
+LOOK_AHEAD = 200
+
+
 def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool = False) -> int:
     client = _client()
     if run_id is not None:
         return _show_run(client.get(run_id).result(tasks=True), as_json, wide)
-    found = client.runs(limit)
+    found = client.iter_runs(limit)
     if as_json:
-        emit_json({"version": 1, "runs": [r.as_json() for r in found]})
+        emit_json_list({"version": 1}, "runs", (r.as_json() for r in found))
         return 0
     out = Writer(wide=wide)
-    if not found:
+    first = list(islice(found, LOOK_AHEAD))
+    if not first:
         out.line(f"no runs recorded yet (records in {client.home_folder})")
         out.flush()
         return 0
-    show_target = wide or {r.target for r in found} != {"local"}
+    # A listing longer than the look-ahead names every run's target: one further down
+    # may run elsewhere.
+    show_target = wide or len(first) == LOOK_AHEAD or {r.target for r in first} != {"local"}
     headers = ["id", "workload", *(["target"] if show_target else []), "status", "exit"]
     headers += ["started (UTC)", "cost", "stages"]
-    rows = []
-    for r in found:
-        stages = _stages_text(r, wide)
-        if r.now is not None and wide:
-            stages += f" (now: {safe(r.now)})"
-        rows.append(
-            [
+    waiting: list[str] = []  # what a queued run waits for: its place in line, who holds what
+
+    def rows(runs: Iterator[RunResult]) -> Iterator[list[str]]:
+        for r in runs:
+            if r.status == "queued" and r.now:
+                waiting.append(f"{r.id}: {safe(r.now)}")
+            stages = _stages_text(r, wide)
+            if r.now is not None and wide:
+                stages += f" (now: {safe(r.now)})"
+            yield [
                 r.id,
                 safe(r.workload, newlines=False),
                 *([r.target] if show_target else []),
@@ -83,20 +102,20 @@ def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool =
                 money(r.cost),
                 stages,
             ]
-        )
+
     exit_column = headers.index("exit")
-    out.table(
+    out.stream_table(
         headers,
-        rows,
+        rows(chain(first, found)),
         right=(exit_column, exit_column + 2),
+        look_ahead=LOOK_AHEAD,
         # The run id starts with the date and time it was made: the start goes after the
         # exit code and the target, before a workload name is clipped.
         drop=(exit_column, *([2] if show_target else []), exit_column + 1),
         clip=(1, len(headers) - 1),
     )
-    for r in found:  # what a queued run waits for: its place in line, who holds what
-        if r.status == "queued" and r.now:
-            out.line(f"{r.id}: {safe(r.now)}")
+    for line in waiting:
+        out.line(line)
     if not wide:
         out.line(out.paint("--wide shows every column in full; `nodus runs RUN_ID` one run", "dim"))
     out.flush()
@@ -138,8 +157,12 @@ def _show_run(record: RunResult, as_json: bool, wide: bool = False) -> int:
     if record.message:
         out.line(safe(record.message))
     if record.output:
-        path = record.output.get("path")
-        out.line(f"work directory: {record.output.get('kind')}" + (f" {path}" if path else ""))
+        path, note = record.output.get("path"), record.output.get("note")
+        out.line(
+            f"work directory: {record.output.get('kind')}"
+            + (f" {safe(path)}" if path else "")
+            + (f" ({safe(note)})" if note else "")
+        )
     for s in record.stages:
         out.line()
         where = f" on {s.node}" if s.node else ""

@@ -131,7 +131,7 @@ class Claims:
     # -- words ------------------------------------------------------------------------
 
     def holding(self, request: Request, picture: Picture) -> str:
-        """``held by run A (since 12:01:02 UTC)``: who holds the GPUs a request can use."""
+        """``held by run A since 12:01:02 UTC``: who holds the GPUs a request can use."""
         from nodus_cli.targets.local.queue import holder_words
 
         return holder_words(picture.holders_of(request.candidates), self.home)
@@ -167,7 +167,7 @@ class Claims:
         )
 
     def entry_words(self, container_id: str, picture: Picture | None) -> str:
-        """``queued, 2nd in line (held by run A (since ...))`` for a queue entry."""
+        """``queued, 2nd in line (held by run A since ...)`` for a queue entry."""
         waiters = picture.waiters if picture is not None else ()
         entry = next((w for w in waiters if w.id == container_id), None)
         if picture is None or entry is None:

@@ -89,9 +89,10 @@ class Holder:
     created: float
 
     def words(self, home: str | None = None) -> str:
-        """``run RUN_ID`` (with its NODUS_HOME when not ``home``), or the container."""
+        """``run RUN_ID`` (with its NODUS_HOME when not ``home``), or ``container NAME, not
+        started by nodus,`` (its closing comma ready for the ``since`` that follows)."""
         if self.run is None:
-            return f"container {self.name} (not started by nodus)"
+            return f"container {self.name}, not started by nodus,"
         text = f"run {self.run}"
         if self.home and home and self.home != home:
             text += f" of NODUS_HOME {self.home}"
@@ -247,12 +248,15 @@ def since(seconds: float) -> str:
 
 
 def holder_words(holders: Sequence[Holder], home: str | None) -> str:
-    """``held by run A (since 12:01:02 UTC) and container x (not started by nodus)``."""
+    """``held by run A since 12:01:02 UTC and container x, not started by nodus, since
+    12:03:04 UTC``: no parentheses, since the words often stand inside a pair already."""
     if not holders:
         return "held by no one now"
-    parts = [f"{h.words(home)} (since {since(h.created)})" for h in holders[:3]]
-    more = f" and {plural(len(holders) - 3, 'more holder')}" if len(holders) > 3 else ""
-    return "held by " + ", ".join(parts) + more
+    parts = [f"{h.words(home)} since {since(h.created)}" for h in holders[:3]]
+    if len(holders) > 3:
+        parts.append(plural(len(holders) - 3, "more holder"))
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return "held by " + listed
 
 
 class Ledger:

@@ -24,6 +24,7 @@ removed from outside nodus (an operator's decision: never retried); the engine l
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import socket
 import threading
@@ -559,6 +560,9 @@ class LocalTarget(Target):
         if succeeded:
             shutil.rmtree(work, ignore_errors=True)
             return WorkDir("removed")
+        if _empty(work):  # nothing to look at: kept, it would only pile up
+            shutil.rmtree(work, ignore_errors=True)
+            return WorkDir("removed", None, "it was empty")
         return WorkDir("kept", str(work))
 
     def cleanup(self, run_id: str) -> Cleanup:
@@ -658,3 +662,12 @@ class LocalTarget(Target):
 
 def _gpus(uuids: list[str]) -> str:
     return f"{'GPU' if len(uuids) == 1 else 'GPUs'} {', '.join(uuids)}"
+
+
+def _empty(folder: Path) -> bool:
+    """Whether a work folder holds nothing (False when it cannot be read: kept, to be safe)."""
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False

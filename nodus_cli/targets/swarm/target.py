@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli.errors import InvalidInput, NodusError
@@ -60,6 +61,7 @@ from nodus_cli.targets.swarm.services import (
     shared_folder,
     shared_folder_inside,
 )
+from nodus_cli.text import plural
 
 if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
@@ -71,6 +73,8 @@ __all__ = ["SwarmTarget"]
 
 #: How long a housekeeping task (prepare or remove a shared folder) may take.
 HOUSEKEEPING_SECONDS = 60.0
+#: How long a run's end waits for Swarm to remove its containers on the manager.
+REMOVAL_SECONDS = 15.0
 
 
 class SwarmTarget(Target):
@@ -315,11 +319,38 @@ class SwarmTarget(Target):
                         f"folder {folder} on node {node.key} (remove it there: `rm -rf {folder}`)"
                     )
         removed += calls.remove_all(self.api, run_id)  # a function run's secrets, configs
+        remaining += self._containers_gone(run_id)
         for volume in self.api.volumes({"label": [f"{LABEL_RUN}={run_id}"]}):
             with contextlib.suppress(engine.EngineFailure):
                 self.api.remove_volume(volume)
                 removed.append(f"volume {volume}")
         return Cleanup(removed, remaining)
+
+    def _containers_gone(self, run_id: str) -> list[str]:
+        """Wait, up to :data:`REMOVAL_SECONDS`, until the manager's engine holds no
+        container of the run: what is still there then, in words (none: all gone).
+
+        Removing a service returns before Swarm's agent has removed its containers (one
+        stopped a moment ago stays ``Exited (137)`` for a while), so a run stopped or ended
+        would otherwise be said done while its container is still on the node. The manager
+        sees its own node's containers only: a worker's agent removes the worker's."""
+        deadline = time.monotonic() + REMOVAL_SECONDS
+        delay = 0.05
+        while True:
+            left = self.api.containers({"label": [f"{LABEL_RUN}={run_id}"]})
+            if not left:
+                return []
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        names = ", ".join(
+            str((c.get("Names") or [c.get("Id", "")[:12]])[0]).lstrip("/") for c in left[:3]
+        )
+        return [
+            f"{plural(len(left), 'container')} of the run on the manager ({names}): Swarm is "
+            f"still removing {'it' if len(left) == 1 else 'them'}"
+        ]
 
     def _first_image(self) -> str | None:
         if self._plan is None:

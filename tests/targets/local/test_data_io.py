@@ -128,6 +128,20 @@ def test_output_flag_overrides_and_without_it_a_failure_keeps_the_folder(
     assert run["output"]["kind"] == "kept" and run["output"]["path"] == str(kept)
     assert f"work directory kept: {kept}" in done.stderr
     assert (kept / "result.txt").read_text() == "result-of-main\n"
+    shown = nodus_env.run("runs", run["id"]).stdout
+    assert f"work directory: kept {kept}\n" in shown
+
+
+def test_a_failure_that_wrote_nothing_leaves_no_work_folder(nodus_env: Nodus) -> None:
+    failing = nodus_env.write(f'image = "{IMAGE}"\ncommand = "exit 2"\n')
+    done = nodus_env.run("run", failing)
+    assert done.returncode == 2
+    run = nodus_env.runs()[0]
+    assert run["output"] == {"kind": "removed", "path": None, "note": "it was empty"}
+    assert not (nodus_env.home / "work" / run["id"]).exists()
+    assert "work directory kept" not in done.stderr
+    shown = nodus_env.run("runs", run["id"]).stdout
+    assert "work directory: removed (it was empty)\n" in shown
 
 
 # -- ports ---------------------------------------------------------------------------------

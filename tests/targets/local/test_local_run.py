@@ -320,7 +320,7 @@ def test_gpus_held_by_another_run_are_not_handed_out_twice(
         )
         refused = nodus_env.run("run", "--no-wait", want8, gpus="h100x8")
         assert refused.returncode == 3, refused.stderr
-        assert f"needs 8× H100; held by run {holder_id} (since" in refused.stderr
+        assert f"needs 8× H100; held by run {holder_id} since" in refused.stderr
         assert "run without --no-wait to wait for them" in refused.stderr
         assert not containers_of(docker_client, "want8")
 

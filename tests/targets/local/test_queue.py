@@ -25,6 +25,7 @@ from nodus_cli.targets.local.queue import (
     Waiter,
     holder_words,
     me,
+    since,
 )
 
 GPUS = [f"GPU-{i}" for i in range(4)]
@@ -184,7 +185,19 @@ def test_holders_are_named_with_their_home_when_it_is_another() -> None:
     theirs = holder("c2", run="20260101-000000-bbbb", home="/srv/ci-home")
     foreign = holder("jupyter", run=None)
     words = holder_words([ours, theirs, foreign], "/home/me/.local/share/nodus")
-    assert "run 20260101-000000-aaaa (since" in words
-    assert "run 20260101-000000-bbbb of NODUS_HOME /srv/ci-home" in words
-    assert "container jupyter (not started by nodus)" in words
+    assert "run 20260101-000000-aaaa since" in words
+    assert "run 20260101-000000-bbbb of NODUS_HOME /srv/ci-home since" in words
+    assert " and container jupyter, not started by nodus, since" in words
     assert time.strftime("%H:", time.gmtime(1_700_000_000)) in words
+
+
+def test_holders_are_named_without_nested_parentheses() -> None:
+    foreign = holder("happy_cohen", run=None)
+    words = holder_words([foreign], None)
+    shown = since(foreign.created)
+    assert words == f"held by container happy_cohen, not started by nodus, since {shown}"
+    many = [holder(f"c{i}", run=f"20260101-000000-000{i}") for i in range(5)]
+    words = holder_words(many, None)
+    assert "(" not in words
+    assert words.startswith("held by run 20260101-000000-0000 since ")
+    assert words.endswith(f"since {shown} and 2 more holders")

@@ -96,7 +96,7 @@ def test_a_second_run_waits_says_for_whom_and_starts_once_they_are_free(
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     assert (
-        f"stage main: queued, 1st in line for 2× RTX 4090 (held by run {holder_id} (since" in stderr
+        f"stage main: queued, 1st in line for 2× RTX 4090 (held by run {holder_id} since" in stderr
     )
     held = nodus_env.wait_done(holder_id)
     assert held["status"] == "succeeded"
@@ -116,7 +116,7 @@ def test_no_wait_refuses_at_once_naming_the_holder(
     holder_id, path = holder
     done = nodus_env.run("run", "--no-wait", path, gpus="rtx4090x2")
     assert done.returncode == 3
-    assert f"needs 2× RTX 4090; held by run {holder_id} (since" in done.stderr
+    assert f"needs 2× RTX 4090; held by run {holder_id} since" in done.stderr
     assert "run without --no-wait to wait for them (queued)" in done.stderr
     assert all(r["id"] == holder_id for r in nodus_env.runs())  # nothing recorded
 
@@ -161,7 +161,11 @@ def test_stop_ctrl_c_and_a_killed_supervisor_end_a_queued_run_cancelled(
     time.sleep(0.3)
     found = nodus_env.run("runs")
     assert "while it waited in the queue for GPUs; nothing had started" in found.stderr
-    assert nodus_env.record(killed)["status"] == "cancelled"
+    ended = nodus_env.record(killed)
+    assert ended["status"] == "cancelled" and ended["stages"][0]["status"] == "cancelled"
+    assert ended["stages"][0]["message"] == (
+        "not started: it waited for GPUs when the run ended cancelled"
+    )
     assert not queued_entries(docker_client)
     statuses = {r["id"]: r["status"] for r in nodus_env.runs()}
     assert [s for s in statuses.values() if s == "cancelled"] == ["cancelled"] * 3
@@ -221,8 +225,8 @@ def test_a_higher_priority_queued_later_starts_first(nodus_env: Nodus) -> None:
     c = detach(nodus_env, high, "l4x1", "--priority", "90")
     wait_status(nodus_env, c, "queued")
     listed = nodus_env.run("runs").stdout
-    assert f"{c}: main: queued, 1st in line (held by run {a} (since" in listed
-    assert f"{b}: main: queued, 2nd in line (held by run {a} (since" in listed
+    assert f"{c}: main: queued, 1st in line (held by run {a} since" in listed
+    assert f"{b}: main: queued, 2nd in line (held by run {a} since" in listed
     for run_id in (a, b, c):
         assert nodus_env.wait_done(run_id, timeout=60)["status"] == "succeeded"
     (b_start,) = stamps(nodus_env.run("logs", b).stdout)
@@ -243,7 +247,7 @@ def test_a_container_started_by_hand_holds_its_gpu_for_nodus(
         two = nodus_env.write(workload("two", "true", 'gpu = "RTX 4090"\ngpu_count = 2\n'))
         refused = nodus_env.run("run", "--no-wait", two, gpus="rtx4090x2")
         assert refused.returncode == 3
-        assert "held by container by-hand-gpu (not started by nodus) (since" in refused.stderr
+        assert "held by container by-hand-gpu, not started by nodus, since" in refused.stderr
         one = nodus_env.write(workload("one", "echo $NVIDIA_VISIBLE_DEVICES", 'gpu = "RTX 4090"\n'))
         got = nodus_env.run("run", one, gpus="rtx4090x2")
         assert got.returncode == 0, got.stderr

@@ -167,7 +167,7 @@ def test_no_wait_names_the_run_holding_the_gpus_its_home_and_how_to_stop_it(
     error = target._claims.refusal(stage.name, "H100", request, held)
     assert error.exit_code == 3
     assert "stage 'main' needs 8× H100" in error.message
-    assert "held by run 20250101-000000-abcdef of NODUS_HOME /srv/ci (since" in error.message
+    assert "held by run 20250101-000000-abcdef of NODUS_HOME /srv/ci since" in error.message
     assert error.hint is not None and "run without --no-wait to wait for them" in error.hint
     assert "NODUS_HOME=/srv/ci nodus stop 20250101-000000-abcdef" in error.hint
 

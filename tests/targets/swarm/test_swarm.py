@@ -1161,6 +1161,27 @@ def test_ctrl_c_stops_a_running_replicated_job(
 
 
 @pytest.mark.swarm
+def test_stop_returns_once_the_runs_container_is_gone_from_the_manager(
+    cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
+) -> None:
+    # On the manager's own L4: the one node whose containers the manager's engine lists.
+    file = gpu_workload(tmp_path, "trap 'exit 143' TERM; sleep 120 & wait", "L4", 1)
+    started = nodus_swarm("run", file, "--target", "swarm", "--detach")
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip().splitlines()[-1]
+    deadline = time.monotonic() + 30
+    while not docker("ps", "-q", "--filter", f"label=nodus.run={run_id}").strip():
+        assert time.monotonic() < deadline, "the run never started on the manager"
+        time.sleep(0.2)
+    stopped = nodus_swarm("stop", run_id)
+    assert stopped.returncode == 0, stopped.stderr
+    # Right after `nodus stop` returns: no container of the run, not even an exited one.
+    assert docker("ps", "-aq", "--filter", f"label=nodus.run={run_id}").strip() == ""
+    assert cluster.service(run_id) == []
+    assert only_run(nodus_swarm)["status"] == "cancelled"
+
+
+@pytest.mark.swarm
 def test_the_budget_stops_a_remote_stage(
     cluster: Cluster, nodus_swarm: SwarmNodus, tmp_path: Path
 ) -> None:
