@@ -6,6 +6,11 @@ Why apart from the client: a handle needs the records and the targets, not the c
 doors (loading files, submitting, planning). With them here, the API's modules import in
 one direction (the client above its handles, the handles above this), and no handle
 reaches into the client. A :class:`Session` is internal: a program holds a ``Client``.
+
+Imports inside methods: this module is loaded by every command, ``nodus validate``
+included, so the run layer, the records, the targets and the catalog are imported by the
+methods that use them, not at the top (``benchmarks/startup.py`` measures the start this
+keeps short; docs/architecture.md, "Imports").
 """
 
 from __future__ import annotations
