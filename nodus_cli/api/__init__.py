@@ -10,6 +10,12 @@ the command line needs nothing below it: the catalog it shows (``Catalog``, ``Of
 ``StagePlan``, ``Candidate``). They are imported on first use, so importing
 this package costs nothing until a name is used. Everything under ``nodus_cli`` other than the
 names in ``nodus_cli.__all__`` is internal and may change between releases.
+
+Imports inside methods: the modules of this package are loaded by every command,
+``nodus validate`` included, so the run layer, the records, the targets and the catalog are
+imported by the methods that use them, not at the top of the module
+(``benchmarks/startup.py`` measures the start this keeps short; docs/architecture.md,
+"Imports").
 """
 
 from __future__ import annotations

@@ -26,10 +26,7 @@ How a call goes, and why:
 still in flight, as ``Executor.shutdown()`` does; leaving the block with an exception stops
 them first.
 
-Imports inside methods: this module is loaded by every command, ``nodus validate``
-included, so the run layer, the records, the targets and the catalog are imported by the
-methods that use them, not at the top (``benchmarks/startup.py`` measures the start this
-keeps short; docs/architecture.md, "Imports").
+Imports stand inside the methods that need them: the package docstring says why.
 """
 
 from __future__ import annotations

@@ -13,10 +13,7 @@ A handle is made when the call is submitted and settled by the thread that drive
 run (:mod:`nodus_cli.api.calling`, which says how a call goes): the value, the
 function's own exception, or :class:`~nodus_cli.errors.CallFailed`.
 
-Imports inside methods: this module is loaded by every command, ``nodus validate``
-included, so the run layer, the records, the targets and the catalog are imported by the
-methods that use them, not at the top (``benchmarks/startup.py`` measures the start this
-keeps short; docs/architecture.md, "Imports").
+Imports stand inside the methods that need them: the package docstring says why.
 """
 
 from __future__ import annotations

@@ -7,10 +7,7 @@ render what they return.
 Why a module of its own: the catalog is a concept apart from running (no records, no
 target); its methods are kept whole here so that the client's module stays about runs.
 
-Imports inside methods: this module is loaded by every command, ``nodus validate``
-included, so the run layer, the records, the targets and the catalog are imported by the
-methods that use them, not at the top (``benchmarks/startup.py`` measures the start this
-keeps short; docs/architecture.md, "Imports").
+Imports stand inside the methods that need them: the package docstring says why.
 """
 
 from __future__ import annotations

@@ -31,10 +31,7 @@ options, calls one of these methods and renders what it returns. ``nodus run`` u
 output on the terminal; ``nodus plan`` plans on ``Client(target="catalog")``, the market
 of quotes, which plans but never runs.
 
-Imports inside methods: this module is loaded by every command, ``nodus validate``
-included, so the run layer, the records, the targets and the catalog are imported by the
-methods that use them, not at the top (``benchmarks/startup.py`` measures the start this
-keeps short; docs/architecture.md, "Imports").
+Imports stand inside the methods that need them: the package docstring says why.
 """
 
 from __future__ import annotations

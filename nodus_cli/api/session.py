@@ -7,10 +7,7 @@ doors (loading files, submitting, planning). With them here, the API's modules i
 one direction (the client above its handles, the handles above this), and no handle
 reaches into the client. A :class:`Session` is internal: a program holds a ``Client``.
 
-Imports inside methods: this module is loaded by every command, ``nodus validate``
-included, so the run layer, the records, the targets and the catalog are imported by the
-methods that use them, not at the top (``benchmarks/startup.py`` measures the start this
-keeps short; docs/architecture.md, "Imports").
+Imports stand inside the methods that need them: the package docstring says why.
 """
 
 from __future__ import annotations
