@@ -44,11 +44,9 @@ W1_IP="10.213.0.2"
 PREFIX=24
 W1_HOSTNAME="nodus-w1"
 
-log() { printf 'engine.sh: %s\n' "$*" >&2; }
-die() {
-    printf 'engine.sh: error: %s\n' "$*" >&2
-    exit 1
-}
+HARNESS=engine.sh
+# shellcheck source=tests/harness/common.sh
+. "$HERE/common.sh"
 
 # Always talk to an explicit socket: a caller's DOCKER_HOST/DOCKER_CONTEXT must
 # not redirect the harness to some other engine.
@@ -75,19 +73,6 @@ ensure_packages() {
         apt-get update >&2
         apt-get install -y "${missing[@]}" >&2
     fi
-}
-
-wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
-    local secs="$1" what="$2"
-    shift 2
-    local deadline=$((SECONDS + secs))
-    until "$@"; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            log "timed out after ${secs}s waiting for $what"
-            return 1
-        fi
-        sleep 0.5
-    done
 }
 
 write_main_config() {
@@ -369,13 +354,6 @@ netns_up() {
 
 cmdline_of() { tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" || true; }
 
-alive() { # a live (not zombie) process
-    local st
-    st="$(sed -n 's/.*) \(.\).*/\1/p' 2>/dev/null <"/proc/$1/stat" || true)"
-    [ -n "$st" ] && [ "$st" != "Z" ]
-}
-
-not_alive() { ! alive "$1"; }
 
 w1_pid() { # pid of the worker dockerd, from its pid file or its command line
     local pid=""

@@ -47,11 +47,9 @@ GPUS_PER_NODE=2
 PREFIX=24
 CTLD_ADDR=10.214.1.1
 
-log() { printf 'slurm.sh: %s\n' "$*" >&2; }
-die() {
-    printf 'slurm.sh: error: %s\n' "$*" >&2
-    exit 1
-}
+HARNESS=slurm.sh
+# shellcheck source=tests/harness/common.sh
+. "$HERE/common.sh"
 
 netns_of() { echo "nodus-slurm-$1"; } # netns_of NODE
 node_dir() { echo "$STATE/node/$1"; }
@@ -91,21 +89,6 @@ ensure_packages() {
     [ "$rc" -eq 0 ] || die "apt-get install ${missing[*]} failed (exit $rc)"
 }
 
-wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
-    local secs="$1" what="$2"
-    shift 2
-    local deadline=$((SECONDS + secs))
-    until "$@"; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
-            log "timed out after ${secs}s waiting for $what"
-            return 1
-        fi
-        sleep 0.5
-    done
-}
-
-alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
-not_alive() { ! alive "$1"; }
 
 pid_from() { # pid_from FILE: the live pid in FILE, or fail
     local pid
