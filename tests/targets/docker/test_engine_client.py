@@ -77,6 +77,7 @@ def test_a_pull_goes_over_the_same_client_with_the_registry_credentials(
     [
         ("registry.example:5000/team/img", "registry.example%3A5000%2Fteam%2Fimg", "latest"),
         ("busybox", "busybox", "latest"),
+        ("busybox:1.36", "busybox", "1.36"),
         ("team/img@sha256:abc", "team%2Fimg", "sha256%3Aabc"),
     ],
 )

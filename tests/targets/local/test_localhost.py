@@ -286,24 +286,6 @@ def test_a_pull_shows_each_step_of_its_progress(machine: pytest.MonkeyPatch) -> 
     assert "fromImage=localhost%3A5000%2Fteam%2Fimg&tag=sha256%3Aabc" in path
 
 
-@pytest.mark.parametrize(
-    ("image", "asked"),
-    [
-        ("localhost:5000/team/img", "fromImage=localhost%3A5000%2Fteam%2Fimg&tag=latest"),
-        ("busybox:1.36", "fromImage=busybox&tag=1.36"),
-        ("busybox", "fromImage=busybox&tag=latest"),
-    ],
-)
-def test_a_pull_asks_for_the_repository_and_its_tag(
-    machine: pytest.MonkeyPatch, image: str, asked: str
-) -> None:
-    with FakeEngine() as fake:
-        fake.route("POST", API + "/images/create", chunked([b"{}"], "application/json"))
-        engine.Engine(fake.host).pull(image, lambda _: None, 5.0)
-        _, path = next(r for r in fake.requests if "/images/create" in r[1])
-    assert path.endswith("?" + asked)
-
-
 def test_a_failed_pull_says_why(machine: pytest.MonkeyPatch) -> None:
     events = [b'{"status":"Pulling"}', b'{"errorDetail":{"message":"denied"},"error":"denied"}']
     with FakeEngine() as fake:
