@@ -24,6 +24,7 @@ from nodus_cli.structs import struct
 __all__ = [
     "SpendRow",
     "active",
+    "daily_spend",
     "get",
     "recent",
     "runtime_samples",
@@ -57,13 +58,42 @@ def stop_requested(db: sqlite3.Connection, run_id: str) -> bool:
     return bool(row and row[0])
 
 
-def recent(db: sqlite3.Connection, limit: int) -> list[RunRecord]:
-    """The ``limit`` runs started last, newest first."""
+def recent(
+    db: sqlite3.Connection,
+    limit: int,
+    offset: int = 0,
+    status: str | None = None,
+    target: str | None = None,
+    workload: str | None = None,
+) -> list[RunRecord]:
+    """The ``limit`` runs started last, newest first, after skipping ``offset`` of them;
+    only those of the ``status``, ``target`` and ``workload`` given (exact names).
+
+    Each filter and the order have an index (schema version 3): a page of 100,000 runs
+    reads the page's rows, not the table."""
+    where, values = [], []
+    for column, value in (("status", status), ("target", target), ("workload", workload)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            values.append(value)
+    clause = f"WHERE {' AND '.join(where)} " if where else ""
     rows = db.execute(
-        f"SELECT {RUNS.select} FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?",
-        (limit,),
+        f"SELECT {RUNS.select} FROM runs {clause}"
+        "ORDER BY started_at DESC, rowid DESC LIMIT ? OFFSET ?",
+        (*values, limit, offset),
     ).fetchall()
     return [_run(db, row) for row in rows]
+
+
+def daily_spend(db: sqlite3.Connection, since: str) -> list[tuple[str, float]]:
+    """(UTC day ``YYYY-MM-DD``, recorded cost) of each day since ``since`` that has runs,
+    oldest first (a run counts on the day it started)."""
+    rows = db.execute(
+        "SELECT substr(started_at, 1, 10) AS day, COALESCE(SUM(cost), 0) FROM runs "
+        "WHERE started_at >= ? GROUP BY day ORDER BY day",
+        (since,),
+    ).fetchall()
+    return [(str(d), float(c or 0.0)) for d, c in rows]
 
 
 def active(db: sqlite3.Connection) -> list[RunRecord]:

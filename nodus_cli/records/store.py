@@ -471,9 +471,18 @@ class RunStore:
         with self._using() as db:
             return queries.stop_requested(db, run_id)
 
-    def list_runs(self, limit: int = 20) -> list[RunRecord]:
-        """The ``limit`` runs started last, newest first."""
-        return self._read([], queries.recent, limit)
+    def list_runs(
+        self,
+        limit: int = 20,
+        offset: int = 0,
+        *,
+        status: str | None = None,
+        target: str | None = None,
+        workload: str | None = None,
+    ) -> list[RunRecord]:
+        """The ``limit`` runs started last, newest first, from ``offset`` on; only those
+        of the ``status``, ``target`` and ``workload`` given (:func:`queries.recent`)."""
+        return self._read([], queries.recent, limit, offset, status, target, workload)
 
     def active(self) -> list[RunRecord]:
         """Runs still pending or running, and ended runs whose clean-up is pending."""
@@ -507,6 +516,10 @@ class RunStore:
     def spending(self, since: str) -> list[SpendRow]:
         """Every run started at or after ``since`` (ISO 8601), with its cost so far."""
         return self._read([], queries.spending, since)
+
+    def daily_spend(self, since: str) -> list[tuple[str, float]]:
+        """(UTC day, cost) of each day since ``since`` with runs, oldest first."""
+        return self._read([], queries.daily_spend, since)
 
     def spent(self, since: str, until: str, exclude: str | None = None) -> float:
         """The recorded cost (running runs: so far) of every run started in ``[since,

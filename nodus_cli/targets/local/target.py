@@ -29,9 +29,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli import config
 from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
@@ -74,7 +75,7 @@ if TYPE_CHECKING:
     from nodus_cli.planning.ranking import RuntimeLookup
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.targets.local import workers
-    from nodus_cli.targets.local.queue import Request
+    from nodus_cli.targets.local.queue import Picture, Request, Waiter
     from nodus_cli.targets.usage import UsageReport
     from nodus_cli.workload import Stage, Workload
 
@@ -632,7 +633,10 @@ class LocalTarget(Target):
         def node(key: str, model: str | None, gpus: list[smi.LocalGpu]) -> NodeInfo:
             ids = {g.uuid for g in gpus}
             busy = set() if picture is None else {u for u in ids if picture.use(u).holders}
-            queued = 0 if picture is None else sum(1 for w in picture.waiters if w.wants & ids)
+            waiting = [] if picture is None else [w for w in picture.waiters if w.wants & ids]
+            details: dict[str, Any] = {}
+            if gpus:
+                details = {"queued": len(waiting), **_who(gpus, waiting, picture, self._claims)}
             return NodeInfo(
                 id=key,
                 hostname=host,
@@ -644,7 +648,7 @@ class LocalTarget(Target):
                 gpus=len(gpus),
                 free_gpus=len(ids - busy),
                 price_per_hour=config.local().price_per_hour,
-                details={"queued": queued} if gpus else {},
+                details=details,
             )
 
         if len(models) <= 1:
@@ -654,6 +658,40 @@ class LocalTarget(Target):
     def close(self) -> None:
         self._claims.close()
         self._engine = None
+
+
+def _who(
+    gpus: list[smi.LocalGpu], waiting: list[Waiter], picture: Picture | None, claims: Claims
+) -> dict[str, Any]:
+    """Who holds each GPU (``holders``: the run, or a container nodus did not start) and
+    who waits for them (``waiting``, in line order: priority, since when, what for, and
+    the queue's words), for ``nodus nodes --json`` and the dashboard."""
+    holders = []
+    for g in gpus:
+        for h in [] if picture is None else picture.use(g.uuid).holders:
+            holders.append(
+                {
+                    "gpu": g.uuid,
+                    "run": h.run,
+                    "container": h.name,
+                    "shared_gb": h.share_gb,
+                    "since": datetime.fromtimestamp(h.created, UTC).isoformat(timespec="seconds"),
+                }
+            )
+    line = []
+    for w in sorted(waiting, key=lambda w: w.key):
+        since = datetime.fromtimestamp(w.queued_at / 1e9, UTC)
+        line.append(
+            {
+                "run": w.run,
+                "task": w.task,
+                "priority": w.priority,
+                "since": since.isoformat(timespec="seconds"),
+                "need": w.need,
+                "reason": claims.entry_words(w.id, picture),
+            }
+        )
+    return {"holders": holders, "waiting": line}
 
 
 def _gpus(uuids: list[str]) -> str:
