@@ -196,30 +196,30 @@ def create_app(token: str, home: Path | None = None) -> TokenGate:
     async def events(request: Request) -> Response:
         run_id = request.path_params["run_id"]
         try:
-            status = await run_in_threadpool(data.status_of, home, run_id)
+            tail = await run_in_threadpool(data.LogTail, home, run_id)
         except NodusError as exc:
             return failure(request, exc, f"Run {run_id}")
 
         async def stream() -> AsyncIterator[str]:
-            offset = 0
             quiet = 0.0
-            while True:
-                lines, offset, ended = await run_in_threadpool(data.log_lines, home, run_id, offset)
-                for line in lines:
-                    yield f"data: {json.dumps(line, ensure_ascii=False)}\n\n"
-                if ended:
-                    final = await run_in_threadpool(data.status_of, home, run_id)
-                    yield f"event: end\ndata: {final}\n\n"
-                    return
-                quiet = 0.0 if lines else quiet + LOG_POLL
-                if quiet >= 15:  # a comment keeps proxies and the browser from giving up
-                    quiet = 0.0
-                    yield ": still running\n\n"
-                if await request.is_disconnected():
-                    return
-                await asyncio.sleep(LOG_POLL)
+            try:
+                while True:
+                    lines, ended = await run_in_threadpool(tail.read)
+                    for line in lines:
+                        yield f"data: {json.dumps(line, ensure_ascii=False)}\n\n"
+                    if ended:
+                        yield f"event: end\ndata: {tail.status}\n\n"
+                        return
+                    quiet = 0.0 if lines else quiet + LOG_POLL
+                    if quiet >= 15:  # a comment keeps proxies and the browser from giving up
+                        quiet = 0.0
+                        yield ": still running\n\n"
+                    if await request.is_disconnected():
+                        return
+                    await asyncio.sleep(LOG_POLL)
+            finally:
+                tail.close()
 
-        del status
         headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
         return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
 

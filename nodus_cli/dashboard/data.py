@@ -25,6 +25,7 @@ __all__ = [
     "JSON_VERSION",
     "PAGE",
     "STATUSES",
+    "LogTail",
     "gpus",
     "plan",
     "run",
@@ -84,24 +85,36 @@ def run(home: Path | None, run_id: str) -> dict[str, Any]:
         return {"version": JSON_VERSION, **client.get(run_id).result(tasks=True).as_json(True)}
 
 
-def log_lines(
-    home: Path | None, run_id: str, offset: int
-) -> tuple[list[dict[str, Any]], int, bool]:
-    """A run's log lines after byte ``offset``, the offset after them, and whether the
-    run has ended (then nothing more will come)."""
-    with _client(home) as client:
-        handle = client.get(run_id)
-        lines, after = handle.read_log(offset)
-        ended = not handle.status.active
+class LogTail:
+    """A run's log read piece by piece, for a page that follows it: one client and one
+    handle for the whole stream (each read costs a look at the log file and the run's
+    status, not a new connection). UsageError for an unknown id."""
+
+    def __init__(self, home: Path | None, run_id: str) -> None:
+        self._client = _client(home)
+        try:
+            self._run = self._client.get(run_id)
+        except BaseException:
+            self._client.close()
+            raise
+        self.offset = 0
+
+    def read(self) -> tuple[list[dict[str, Any]], bool]:
+        """The lines written since the last read, and whether the run has ended (then
+        they are the last)."""
+        lines, self.offset = self._run.read_log(self.offset)
+        ended = not self._run.status.active
         if ended:  # lines written between the read and the status
-            more, after = handle.read_log(after)
+            more, self.offset = self._run.read_log(self.offset)
             lines += more
-    return [line.as_json() for line in lines], after, ended
+        return [line.as_json() for line in lines], ended
 
+    @property
+    def status(self) -> str:
+        return str(self._run.status)
 
-def status_of(home: Path | None, run_id: str) -> str:
-    with _client(home) as client:
-        return str(client.get(run_id).status)
+    def close(self) -> None:
+        self._client.close()
 
 
 def gpus(home: Path | None) -> dict[str, Any]:

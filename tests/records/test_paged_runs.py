@@ -86,3 +86,16 @@ def test_plan_text_plans_as_a_file_does_and_names_the_text(tmp_path: Path) -> No
             client.plan_text('gpu_type = "H100"\n', "bad.toml")
     assert "bad.toml" in str(caught.value)
     assert not (tmp_path / "runs.sqlite3").exists()  # nothing written
+
+
+def test_the_active_runs_are_found_without_reading_every_run(store: RunStore) -> None:
+    db = sqlite3.connect(store.db_path)
+    plan = " ".join(
+        str(row[-1])
+        for row in db.execute(
+            "EXPLAIN QUERY PLAN SELECT id FROM runs "
+            "WHERE status IN ('pending', 'queued', 'running') OR cleanup_pending=1"
+        )
+    )
+    db.close()
+    assert "runs_by_cleanup" in plan and "SCAN runs" not in plan, plan
