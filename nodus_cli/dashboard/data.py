@@ -160,7 +160,14 @@ def plan(home: Path | None, text: str, name: str, target: str) -> dict[str, Any]
     """A workload file's text planned on ``target`` (``nodus plan --json``'s plan);
     InvalidWorkload lists every problem. Nothing is written."""
     with _client(home, target) as client:
-        return {"version": JSON_VERSION, **client.plan_text(text, name).as_json()}
+        made = client.plan_text(text, name)
+    inventory = made.inventory
+    return {
+        "version": JSON_VERSION,
+        **made.as_json(),
+        "inventory": inventory.describe() if inventory is not None else None,
+        "catalog": inventory.catalog_json() if inventory is not None else None,
+    }
 
 
 def stop(home: Path | None, run_id: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ the stop action, the pages and their ``/api/`` twins (shaped as the command line
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -154,6 +155,15 @@ def test_the_plan_page_plans_a_text_and_writes_nothing(web: TestClient, home: Pa
     text = 'name = "p"\nimage = "nodus-test/busybox:1"\ncommand = "true"\ngpu = "H100"\n'
     doc = web.post("/api/plan?target=catalog", content=text, headers={"Origin": ORIGIN}).json()
     assert doc["workload"] == "p" and doc["target"] == "catalog"
+    (home / "p.toml").write_text(text)
+    cli = subprocess.run(
+        [sys.executable, "-m", "nodus_cli", "plan", "--json", str(home / "p.toml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (home / "p.toml").unlink()
+    assert set(doc) == set(json.loads(cli.stdout)), cli.stderr  # nodus plan --json's shape
     assert doc["stages"][0]["candidates"]
     page = web.post(
         "/plan",
