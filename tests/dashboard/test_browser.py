@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from docker_support import IMAGE, docker_client, engine_clean, own_client  # noqa: F401
 
@@ -117,6 +118,13 @@ def test_the_dashboard_in_a_browser(client: Client, served: str) -> None:
         queue = browser.find_element(By.CSS_SELECTOR, "table.queue").text
         assert waiting.id in queue and "1st in line" in queue
         shot("gpus")
+        bearer = {"Authorization": f"Bearer {served.split('?token=')[1]}"}
+        gpus = httpx.get(base + "/api/gpus", headers=bearer, timeout=30).json()
+        (node,) = next(t for t in gpus["targets"] if t["target"] == "local")["nodes"]
+        assert [h["run"] for h in node["holders"]] == [running.id]
+        (entry,) = gpus["queue"]
+        assert (entry["run"], entry["priority"], entry["target"]) == (waiting.id, 5, "local")
+        assert "1st in line" in entry["reason"] and running.id in entry["reason"]
 
         browser.get(base + "/runs")
         table = browser.find_element(By.CSS_SELECTOR, "table.runs").text
