@@ -5,6 +5,8 @@ the stop action, the pages and their ``/api/`` twins (shaped as the command line
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
 import subprocess
 import sys
@@ -272,3 +274,45 @@ def test_nodus_dashboard_names_a_port_in_use() -> None:
     assert f"port {port} on 127.0.0.1 is in use" in done.stderr
     assert "--port" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_what_a_run_says_is_escaped_and_the_pages_fetch_nothing_elsewhere(
+    web: TestClient, home: Path
+) -> None:
+    store = RunStore.open(home)
+    text = 'name = "x"\nimage = "nodus-test/busybox:1"\ncommand = "true"\n'
+    record = store.create_run(make_workload(text), "local", 0.0, None)
+    store.finish_run(record.id, RunStatus.FAILED, 1, 0.0, message="<script>alert(1)</script>")
+    store.close()
+    signed_in(web)
+    page = web.get(f"/runs/{record.id}").text
+    assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)" in page
+    for path in ("/runs", f"/runs/{record.id}", "/spend", "/plan"):
+        # every link, script, style sheet and form of the page is the dashboard's own
+        outside = re.findall(
+            r'(?:src|href|action|data-stream)="(?!/[^/])[^"]*"', web.get(path).text
+        )
+        assert outside == [], (path, outside)
+    assert "EventSource" in web.get("/static/dashboard.js").text
+
+
+def test_the_address_is_printed_and_a_wider_host_is_said(tmp_path: Path) -> None:
+    env = {**os.environ, "NODUS_HOME": str(tmp_path)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "nodus_cli", "dashboard", "--host", "0.0.0.0", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert server.stdout is not None and server.stderr is not None
+        line = server.stdout.readline()
+        assert re.fullmatch(
+            r"nodus dashboard: open http://0\.0\.0\.0:\d+/\?token=[\w-]{40,}\n", line
+        ), line
+        note = server.stderr.readline()
+        assert "other machines can reach it" in note and "needs the token" in note
+    finally:
+        server.terminate()
+        server.wait(30)

@@ -99,3 +99,21 @@ def test_the_active_runs_are_found_without_reading_every_run(store: RunStore) ->
     )
     db.close()
     assert "runs_by_cleanup" in plan and "SCAN runs" not in plan, plan
+
+
+def test_records_of_version_two_get_the_indexes(tmp_path: Path) -> None:
+    store = RunStore.open(tmp_path)
+    store.create_run(make_workload(), "local", 0.0, None)
+    store.close()
+    names = ("runs_by_start", "runs_by_status_start", "runs_by_target_start")
+    names += ("runs_by_workload_start", "runs_by_cleanup")
+    with sqlite3.connect(tmp_path / "runs.sqlite3") as db:
+        for name in names:
+            db.execute(f"DROP INDEX {name}")
+        db.execute("PRAGMA user_version=2")
+    RunStore.open(tmp_path).close()
+    with sqlite3.connect(tmp_path / "runs.sqlite3") as db:
+        have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+        assert set(names) <= have
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert len(RunStore.open(tmp_path).list_runs()) == 1
