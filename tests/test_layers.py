@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("targets", ("nodus_cli.targets",)),
     ("run", ("nodus_cli.run",)),
     ("api", ("nodus_cli.api",)),
+    ("dashboard", ("nodus_cli.dashboard",)),
     ("cli", ("nodus_cli.cli", "nodus_cli.__main__")),
     ("door", ("nodus_cli",)),
 ]
@@ -54,6 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 CLI_MAY_USE = (
     "nodus_cli.api",
     "nodus_cli.cli",
+    "nodus_cli.dashboard",
     "nodus_cli.errors",
     "nodus_cli.structs",
     "nodus_cli.text",
@@ -194,6 +196,52 @@ def test_the_command_line_goes_through_the_python_api() -> None:
         if i.module.startswith("nodus_cli.cli")
         and ours(i)
         and not any(i.target == p or i.target.startswith(p + ".") for p in CLI_MAY_USE)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+#: What the dashboard may import: the Python API and the vocabulary every layer shares.
+DASHBOARD_MAY_USE = (
+    "nodus_cli.api",
+    "nodus_cli.dashboard",
+    "nodus_cli.errors",
+    "nodus_cli.structs",
+    "nodus_cli.text",
+    "nodus_cli.config",
+    "nodus_cli",
+)
+#: The web libraries only the dashboard imports.
+WEB = ("starlette", "uvicorn")
+
+
+def test_the_dashboard_goes_through_the_python_api() -> None:
+    wrong = [
+        f"{i}: the dashboard is a client of nodus_cli.api, as the command line is; it does "
+        f"not reach into {i.target.split('.')[1]}"
+        for i in every_import()
+        if i.module.startswith("nodus_cli.dashboard")
+        and ours(i)
+        and not any(i.target == p or i.target.startswith(p + ".") for p in DASHBOARD_MAY_USE)
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_dashboard_imports_the_web_libraries() -> None:
+    wrong = [
+        str(i)
+        for i in every_import()
+        if i.target.split(".")[0] in WEB and not i.module.startswith("nodus_cli.dashboard")
+    ]
+    assert not wrong, "web libraries imported outside nodus_cli.dashboard:\n" + "\n".join(wrong)
+
+
+def test_the_command_line_reaches_the_dashboard_from_its_command_only() -> None:
+    wrong = [
+        str(i)
+        for i in every_import()
+        if i.module.startswith("nodus_cli.cli")
+        and i.target.startswith("nodus_cli.dashboard")
+        and i.module != "nodus_cli.cli.commands.dashboard"
     ]
     assert not wrong, "\n".join(wrong)
 

@@ -413,22 +413,37 @@ class Client(CatalogDoors):
         warnings, and the spending limits that apply. ``dry_run``: the plan ``nodus run``
         would act on (on the catalog, the same as without it).
         """
+        if path is not None:
+            return self._plan_checked(self.check(path), str(path))
+        return self._plan(self.workload(**arguments), [])
+
+    def plan_text(self, text: str, name: str = "workload.toml") -> Plan:
+        """Price a workload file's text (``name``: how its messages name it; its default
+        workload name too), as :meth:`plan` prices a file; nothing is read or written.
+        Relative paths in it (``mounts``, ``map.over``) are taken from the current
+        folder."""
+        from nodus_cli.workload import load_text
+
+        stem = Path(name).stem.removesuffix(".nodus") or "workload"
+        checked = load_text(text, name, default_name=stem)
+        if checked.workload is None:
+            raise InvalidWorkload(checked.problems, name)
+        return self._plan_checked(checked, name)
+
+    def _plan_checked(self, checked: Result, shown: str) -> Plan:
+        workload = checked.workload
+        assert workload is not None
+        warnings = [
+            f"{shown}:{p.line}: {p.loc}: {p.message}"
+            if p.line
+            else f"{shown}: {p.loc}: {p.message}"
+            for p in checked.warnings
+        ]
+        return self._plan(workload, warnings)
+
+    def _plan(self, workload: Workload, warnings: list[str]) -> Plan:
         from nodus_cli.planning.inventory import Inventory
 
-        if path is not None:
-            checked = self.check(path)
-            workload = checked.workload
-            assert workload is not None
-            shown = str(path)
-            warnings = [
-                f"{shown}:{p.line}: {p.loc}: {p.message}"
-                if p.line
-                else f"{shown}: {p.loc}: {p.message}"
-                for p in checked.warnings
-            ]
-        else:
-            workload = self.workload(**arguments)
-            warnings = []
         history = self._session.history(workload)
         if self.target == CATALOG:
             from nodus_cli import catalog
@@ -467,19 +482,43 @@ class Client(CatalogDoors):
         finally:
             target.close()
 
-    def runs(self, limit: int = 20) -> list[RunResult]:
-        """Recorded runs, newest first (an active run with what its target says now)."""
-        return list(self.iter_runs(limit))
+    def runs(
+        self,
+        limit: int = 20,
+        *,
+        offset: int = 0,
+        status: str | None = None,
+        target: str | None = None,
+        workload: str | None = None,
+    ) -> list[RunResult]:
+        """Recorded runs, newest first (an active run with what its target says now):
+        ``limit`` of them from ``offset`` on, only those of the ``status``, ``target`` and
+        ``workload`` given (exact names). A page costs the same over any history."""
+        return list(
+            self.iter_runs(limit, offset=offset, status=status, target=target, workload=workload)
+        )
 
-    def iter_runs(self, limit: int | None = None) -> Iterator[RunResult]:
-        """The recorded runs newest first, ``limit`` of them (None: every one), read as
-        they are iterated: memory stays bounded however long the history (what
-        ``nodus runs --top N`` prints from). The records are reconciled at the call."""
+    def iter_runs(
+        self,
+        limit: int | None = None,
+        *,
+        offset: int = 0,
+        status: str | None = None,
+        target: str | None = None,
+        workload: str | None = None,
+    ) -> Iterator[RunResult]:
+        """The recorded runs newest first, ``limit`` of them (None: every one), filtered
+        as :meth:`runs`, read as they are iterated: memory stays bounded however long the
+        history (what ``nodus runs --top N`` prints from). The records are reconciled at
+        the call."""
         self.reconcile()
         from nodus_cli.api.runs import RunResult
 
         session = self._session
-        return (RunResult.of(r, session.describe(r)) for r in session.store.iter_runs(limit))
+        found = session.store.iter_runs(
+            limit, offset, status=status, target=target, workload=workload
+        )
+        return (RunResult.of(r, session.describe(r)) for r in found)
 
     def get(self, run_id: str) -> Run:
         """A handle on a recorded run (a unique prefix of its id is enough)."""
@@ -545,6 +584,17 @@ class Client(CatalogDoors):
 
         self.reconcile()
         return report(self._session.store)
+
+    def spend_by_day(self, days: int = 30) -> list[tuple[str, float]]:
+        """(UTC day ``YYYY-MM-DD``, recorded cost) of each of the last ``days`` days,
+        oldest first, today included; a day without runs costs 0."""
+        from datetime import UTC, datetime, timedelta
+
+        today = datetime.now(UTC).date()
+        first = today - timedelta(days=max(days, 1) - 1)
+        found = dict(self._session.reader().daily_spend(first.isoformat()))
+        every = (first + timedelta(days=n) for n in range((today - first).days + 1))
+        return [(d.isoformat(), found.get(d.isoformat(), 0.0)) for d in every]
 
     def init_node(
         self,

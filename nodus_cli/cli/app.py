@@ -369,6 +369,32 @@ def spend(
     raise typer.Exit(command.run(as_json))
 
 
+@app.command()
+def dashboard(
+    host: Annotated[
+        str,
+        typer.Option(
+            help="The address to listen on: 127.0.0.1 (this machine only) by default. Any "
+            "other (0.0.0.0: every network) lets others reach the page; they still need "
+            "the access token, which is always on.",
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="The port (0: any free one)."),
+    ] = 8765,
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="Open the page in the web browser.")
+    ] = False,
+) -> None:
+    """A local web page: GPUs and who holds them, the queue, runs and their logs live,
+    spend, and plans. Prints its address with an access token (every request needs it);
+    stopping a run is its one action. Ctrl-C ends it."""
+    from nodus_cli.cli.commands import dashboard as command
+
+    raise typer.Exit(command.run(host, port, open_browser))
+
+
 NodesTarget = StrEnum("NodesTarget", {name: name for name in _RUN})  # type: ignore[misc]
 
 

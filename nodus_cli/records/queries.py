@@ -25,6 +25,7 @@ __all__ = [
     "Key",
     "SpendRow",
     "active",
+    "daily_spend",
     "get",
     "recent",
     "runtime_samples",
@@ -63,19 +64,36 @@ Key = tuple[str, int]
 
 
 def recent(
-    db: sqlite3.Connection, limit: int, after: Key | None = None
+    db: sqlite3.Connection,
+    limit: int,
+    after: Key | None = None,
+    offset: int = 0,
+    status: str | None = None,
+    target: str | None = None,
+    workload: str | None = None,
 ) -> tuple[list[RunRecord], Key | None]:
     """A page: the ``limit`` runs started last (before ``after``, the key a previous page
-    ended at), newest first, and the key this page ends at (None when it is empty).
+    ended at; ``offset`` of them skipped first), newest first, only those of the
+    ``status``, ``target`` and ``workload`` given (exact names); and the key this page
+    ends at (None when it is empty).
 
-    Found through the index on the start (``runs_by_start``), the stages and task counts
-    of the whole page in one query each, so a page costs the same wherever it lies in a
-    long history."""
-    where, args = ("WHERE (started_at, rowid) < (?, ?) ", after) if after else ("", ())
+    The order and each filter have an index (schema version 3), the stages and task
+    counts of the whole page are read in one query each: a page costs the same wherever
+    it lies in a long history."""
+    where: list[str] = []
+    values: list[object] = []
+    if after is not None:
+        where.append("(started_at, rowid) < (?, ?)")
+        values.extend(after)
+    for column, value in (("status", status), ("target", target), ("workload", workload)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            values.append(value)
+    clause = f"WHERE {' AND '.join(where)} " if where else ""
     rows = db.execute(
-        f"SELECT rowid, started_at, {RUNS.select} FROM runs {where}"
-        "ORDER BY started_at DESC, rowid DESC LIMIT ?",
-        (*args, limit),
+        f"SELECT rowid, started_at, {RUNS.select} FROM runs {clause}"
+        "ORDER BY started_at DESC, rowid DESC LIMIT ? OFFSET ?",
+        (*values, limit, offset),
     ).fetchall()
     if not rows:
         return [], None
@@ -98,6 +116,17 @@ def recent(
         if (run_id, idx) in stages:
             stages[run_id, idx].task_counts[str(status)] = int(count)
     return found, (str(rows[-1][1]), int(rows[-1][0]))
+
+
+def daily_spend(db: sqlite3.Connection, since: str) -> list[tuple[str, float]]:
+    """(UTC day ``YYYY-MM-DD``, recorded cost) of each day since ``since`` that has runs,
+    oldest first (a run counts on the day it started)."""
+    rows = db.execute(
+        "SELECT substr(started_at, 1, 10) AS day, COALESCE(SUM(cost), 0) FROM runs "
+        "WHERE started_at >= ? GROUP BY day ORDER BY day",
+        (since,),
+    ).fetchall()
+    return [(str(d), float(c or 0.0)) for d, c in rows]
 
 
 def active(db: sqlite3.Connection) -> list[RunRecord]:

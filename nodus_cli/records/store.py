@@ -491,19 +491,40 @@ class RunStore:
         with self._using() as db:
             return queries.stop_requested(db, run_id)
 
-    def list_runs(self, limit: int = 20) -> list[RunRecord]:
-        """The ``limit`` runs started last, newest first."""
-        return list(self.iter_runs(limit))
+    def list_runs(
+        self,
+        limit: int = 20,
+        offset: int = 0,
+        *,
+        status: str | None = None,
+        target: str | None = None,
+        workload: str | None = None,
+    ) -> list[RunRecord]:
+        """The ``limit`` runs started last, newest first, from ``offset`` on; only those
+        of the ``status``, ``target`` and ``workload`` given (:func:`queries.recent`)."""
+        return list(self.iter_runs(limit, offset, status=status, target=target, workload=workload))
 
-    def iter_runs(self, limit: int | None = None) -> Iterator[RunRecord]:
-        """The runs started last, newest first (``limit`` of them; None: every one), read
-        :data:`PAGE` at a time: however long the history, only a page is in memory, and
-        the store's connection is free between pages (each page one short read)."""
+    def iter_runs(
+        self,
+        limit: int | None = None,
+        offset: int = 0,
+        *,
+        status: str | None = None,
+        target: str | None = None,
+        workload: str | None = None,
+    ) -> Iterator[RunRecord]:
+        """The runs started last, newest first (``limit`` of them, None: every one, from
+        ``offset`` on, filtered as :meth:`list_runs`), read :data:`PAGE` at a time:
+        however long the history, only a page is in memory, and the store's connection is
+        free between pages (each page one short read)."""
         after: queries.Key | None = None
         left = limit
         while left is None or left > 0:
             size = PAGE if left is None else min(PAGE, left)
-            page, after = self._read(([], None), queries.recent, size, after)
+            page, after = self._read(
+                ([], None), queries.recent, size, after, offset, status, target, workload
+            )
+            offset = 0  # the next page starts after this one's key
             yield from page
             if len(page) < size or after is None:
                 return
@@ -543,6 +564,10 @@ class RunStore:
     def spending(self, since: str) -> list[SpendRow]:
         """Every run started at or after ``since`` (ISO 8601), with its cost so far."""
         return self._read([], queries.spending, since)
+
+    def daily_spend(self, since: str) -> list[tuple[str, float]]:
+        """(UTC day, cost) of each day since ``since`` with runs, oldest first."""
+        return self._read([], queries.daily_spend, since)
 
     def spent(self, since: str, until: str, exclude: str | None = None) -> float:
         """The recorded cost (running runs: so far) of every run started in ``[since,

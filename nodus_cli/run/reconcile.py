@@ -25,6 +25,7 @@ import signal
 import time
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from nodus_cli import targets
 from nodus_cli.errors import NodusError
@@ -53,6 +54,16 @@ class StopResult:
     message: str
     #: What could not be recorded (a full disk): the run was stopped all the same.
     unrecorded: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """One run's entry of ``nodus stop --json`` (docs/json.md)."""
+        return {
+            "id": self.run_id,
+            "result": str(self.result),
+            "status": str(self.status),
+            "message": self.message,
+            "unrecorded": self.unrecorded,
+        }
 
 
 def supervised(record: RunRecord) -> bool:

@@ -57,7 +57,7 @@ def test_validate_loads_no_heavy_module(files: tuple[str, str]) -> None:
     code = (
         "import sys\nfrom nodus_cli.__main__ import main\n"
         f"main(['validate', {files[0]!r}])\n"
-        "heavy = ('pydantic', 'docker', 'httpx', 'sqlite3')\n"
+        "heavy = ('pydantic', 'docker', 'httpx', 'sqlite3', 'starlette', 'uvicorn')\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )
     done = python(code)

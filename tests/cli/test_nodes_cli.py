@@ -67,3 +67,4 @@ def test_the_json_has_an_entry_per_model_with_its_queue(tmp_path: Path) -> None:
     )
     assert (t4["id"], t4["gpu"], t4["gpus"], t4["queued"]) == (f"{host}/T4", "T4", 1, 0)
     assert l4["cpus"] == t4["cpus"]  # the machine's, on each entry
+    assert (l4["holders"], l4["waiting"]) == ([], [])  # no engine: nobody known to hold any

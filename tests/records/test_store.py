@@ -97,8 +97,8 @@ def test_runs_are_read_a_page_at_a_time_as_they_are_listed(
     pages: list[int] = []
     real = queries.recent
 
-    def counted(db: sqlite3.Connection, limit: int, after: queries.Key | None = None) -> Any:
-        found = real(db, limit, after)
+    def counted(db: sqlite3.Connection, limit: int, *rest: Any) -> Any:
+        found = real(db, limit, *rest)
         pages.append(len(found[0]))
         return found
 
@@ -113,6 +113,27 @@ def test_runs_are_read_a_page_at_a_time_as_they_are_listed(
     assert [r.id for r in store.iter_runs(PAGE + 1)] == ids[: PAGE + 1]
     assert pages[3:] == [PAGE, 1]
     assert [r.id for r in store.list_runs(3)] == ids[:3]
+
+
+def test_a_filtered_listing_pages_past_an_offset_without_losing_or_repeating_a_run(
+    tmp_path: Path,
+) -> None:
+    # The dashboard's filters and offset and the long listing's pages are one query: a
+    # filter that keeps every other run, started past an offset, over three pages.
+    ids = long_history(tmp_path / "home", 2 * PAGE + 7)
+    kept = set(ids[::2])
+    with sqlite3.connect(tmp_path / "home" / "runs.sqlite3") as db:
+        db.executemany(
+            "UPDATE runs SET status = ? WHERE id = ?",
+            [("failed" if i not in kept else "succeeded", i) for i in ids],
+        )
+    store = RunStore.open(tmp_path / "home")
+    wanted = [i for i in ids if i in kept]
+    listed = [r.id for r in store.iter_runs(status="succeeded", offset=3)]
+    assert listed == wanted[3:]
+    assert [r.id for r in store.list_runs(2, 5, status="failed")] == [
+        i for i in ids if i not in kept
+    ][5:7]
 
 
 def test_a_running_stage_of_an_ended_run_takes_the_runs_end(store: RunStore) -> None:

@@ -276,15 +276,7 @@ def stop_runs(run_ids: list[str], as_json: bool) -> int:
             results.append({"id": run_id, "result": "unknown", "message": exc.message})
             continue
         stopped = stopped or result.result == Stopped.STOPPED
-        results.append(
-            {
-                "id": result.run_id,
-                "result": str(result.result),
-                "status": str(result.status),
-                "message": result.message,
-                "unrecorded": result.unrecorded,
-            }
-        )
+        results.append(result.as_json())
         if not as_json:
             stderr_line(f"nodus: {safe(result.message)}")
             if result.unrecorded:

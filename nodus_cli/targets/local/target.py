@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from nodus_cli import config
-from nodus_cli.errors import InvalidInput, NodusError, NotRunnable
+from nodus_cli.errors import InvalidInput, NotRunnable
 from nodus_cli.hardware import smi
 from nodus_cli.lanes import Lanes
 from nodus_cli.structs import replace
@@ -55,17 +54,14 @@ from nodus_cli.targets.base import (
 from nodus_cli.targets.docker import engine, images
 from nodus_cli.targets.docker.containers import (
     LABEL_HOME,
-    LABEL_ITEM,
     LABEL_OWNER,
-    LABEL_QUEUE,
     LABEL_RUN,
-    LABEL_STAGE,
     ContainerSpec,
     engine_config,
     spec_for,
 )
 from nodus_cli.targets.follower import LogFollower
-from nodus_cli.targets.local import checks, endings, machine
+from nodus_cli.targets.local import checks, endings, looking, machine
 from nodus_cli.targets.local.claims import Claims, Ended, label, lost
 from nodus_cli.targets.local.owner import me
 
@@ -602,58 +598,10 @@ class LocalTarget(Target):
     # -- looking -------------------------------------------------------------------
 
     def describe(self, record: RunRecord) -> str | None:
-        try:
-            found = self.docker().containers({"label": [f"{LABEL_RUN}={record.id}"]})
-        except (engine.EngineFailure, NodusError):
-            return None
-        if not found:
-            return None
-        queued = [c for c in found if LABEL_QUEUE in (c.get("Labels") or {})]
-        picture = self._claims.picture() if queued else None
-        parts = []
-        for c in found:
-            labels = c.get("Labels") or {}
-            task = labels.get(LABEL_STAGE, "?")
-            if LABEL_ITEM in labels:
-                task += f"[{labels[LABEL_ITEM]}]"
-            if LABEL_QUEUE not in labels:
-                parts.append(f"{task}: {c.get('State', '?')}")
-            else:
-                parts.append(f"{task}: {self._claims.entry_words(str(c.get('Id')), picture)}")
-        return "; ".join(sorted(parts))
+        return looking.describe(self.docker, self._claims, record.id)
 
     def nodes(self) -> list[NodeInfo]:
-        """This machine, one entry per GPU model it has (a machine with 2 L4 and a T4 is
-        two entries: a request names one model), with how many are free and how many
-        tasks wait for them in the queue."""
-        found = self._local_gpus(None)
-        picture = self._claims.picture()
-        host = socket.gethostname()
-        models: dict[str, list[smi.LocalGpu]] = {}
-        for g in found:
-            models.setdefault(g.family or g.product, []).append(g)
-
-        def node(key: str, model: str | None, gpus: list[smi.LocalGpu]) -> NodeInfo:
-            ids = {g.uuid for g in gpus}
-            busy = set() if picture is None else {u for u in ids if picture.use(u).holders}
-            queued = 0 if picture is None else sum(1 for w in picture.waiters if w.wants & ids)
-            return NodeInfo(
-                id=key,
-                hostname=host,
-                state="ready",
-                cpus=machine.cpu_count(),
-                memory_gb=machine.memory_gb(),
-                gpu=model,
-                gpu_memory_gb=min((g.nominal_memory_gb for g in gpus), default=None),
-                gpus=len(gpus),
-                free_gpus=len(ids - busy),
-                price_per_hour=config.local().price_per_hour,
-                details={"queued": queued} if gpus else {},
-            )
-
-        if len(models) <= 1:
-            return [node(host, next(iter(models), None), found)]
-        return [node(f"{host}/{model}", model, gpus) for model, gpus in models.items()]
+        return looking.nodes(self._local_gpus(None), self._claims)
 
     def close(self) -> None:
         self._claims.close()

@@ -641,7 +641,7 @@ def test_a_local_run_of_a_command_loads_neither_the_docker_sdk_nor_the_function_
         "from nodus_cli.__main__ import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         f"    code = main(['run', {str(path)!r}])\n"
-        "heavy = ('docker', 'requests', 'httpx', 'pickle', 'cloudpickle')\n"
+        "heavy = ('docker', 'requests', 'httpx', 'pickle', 'cloudpickle', 'starlette', 'uvicorn')\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in heavy]\n"
         "loaded += [m for m in sys.modules if m.startswith('nodus_cli.functions')]\n"
         "print(code, 'main | lean' in out.getvalue(), sorted(loaded))\n"
