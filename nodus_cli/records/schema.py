@@ -18,7 +18,7 @@ import time
 
 __all__ = ["SCHEMA_VERSION", "prepare"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Version 1, the tables as first made (each later version adds to them below).
 _SCHEMA = """
@@ -90,6 +90,13 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status);
 """
 
+#: Version 3: the job a scheduler that owns its jobs (Slurm) knows a stage or a task by,
+#: so that a later nodus command can ask it how the job ended.
+_MIGRATE_3 = """
+ALTER TABLE stages ADD COLUMN job_id TEXT;
+ALTER TABLE tasks ADD COLUMN job_id TEXT;
+"""
+
 
 def prepare(db: sqlite3.Connection) -> None:
     """Bring the database on ``db`` (autocommit) up to :data:`SCHEMA_VERSION`, in WAL mode."""
@@ -107,6 +114,10 @@ def prepare(db: sqlite3.Connection) -> None:
             have = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
             if "host" not in have:
                 for statement in _statements(_MIGRATE_2):
+                    db.execute(statement)
+            have = {row[1] for row in db.execute("PRAGMA table_info(stages)")}
+            if "job_id" not in have:
+                for statement in _statements(_MIGRATE_3):
                     db.execute(statement)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except BaseException:
