@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
-__all__ = ["END_STATES", "SlurmTarget", "pending_words"]
+__all__ = ["END_STATES", "SlurmTarget", "pending_words", "task_end"]
 
 #: How often a job is looked at while it waits or runs.
 POLL_SECONDS = 0.5
@@ -330,17 +330,21 @@ class SlurmTarget(Target):
             if state is None or state.state not in ("PENDING", "CONFIGURING", "REQUEUED"):
                 if not running and state is not None and state.state == "RUNNING":
                     running = True
-                    ctx.started(self._started(task, state, devices))
+                    ctx.started(self._started(task, state.nodes, devices))
                 offset = _follow(out, offset, ctx)
                 if state is None or state.state not in ("RUNNING", "COMPLETING"):
                     break
             else:
-                words = pending_words(state.reason)
+                holders = self._holders(task.stage) if state.reason == "Resources" else ""
+                words = pending_words(state.reason, holders)
                 if words != said:
                     said = words
                     ctx.waiting(f"Slurm job {job.job_id}: {words}")
             time.sleep(POLL_SECONDS)
         ended = self._ended(job.job_id)
+        if not running and ended is not None and ended.node not in ("", "None assigned"):
+            # It ran between two looks at the queue: it started all the same.
+            ctx.started(self._started(task, ended.node, devices))
         _follow(out, offset, ctx, final=True)
         if job.stopping:
             return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
@@ -348,10 +352,10 @@ class SlurmTarget(Target):
             return TaskEnd(
                 TaskState.INFRASTRUCTURE, 1, f"Slurm job {job.job_id} left no accounting record"
             )
-        return _task_end(ended)
+        return task_end(ended)
 
-    def _started(self, task: Task, state: parse.Queued, devices: Path) -> Started:
-        node = next((n for n in self._all_nodes() if n.name == state.nodes), None)
+    def _started(self, task: Task, where: str, devices: Path) -> Started:
+        node = next((n for n in self._all_nodes() if n.name == where), None)
         price = self._price(node) if node is not None else 0.0
         if node is not None and node.gres is not None and node.gres.count:
             price *= task.stage.requirements.gpu_count / node.gres.count
@@ -363,7 +367,31 @@ class SlurmTarget(Target):
                 break
             time.sleep(0.1)
         config_doc = self._offer(node)._asdict() if node is not None else None
-        return Started(devices=held, node=state.nodes, price_per_hour=price, config=config_doc)
+        return Started(devices=held, node=where, price_per_hour=price, config=config_doc)
+
+    def _holders(self, stage: Stage) -> str:
+        """Who holds the nodes of the stage's model now: ``held by job 12 (train) on
+        gpu-a, ...`` (empty when Slurm cannot say)."""
+        gres = self._gres(stage)
+        kind = gres.split(":")[1] if gres else None
+        nodes = {
+            n.name for n in self._all_nodes() if kind is None or (n.gres and n.gres.type == kind)
+        }
+        try:
+            text = slurm("squeue", "-h", "-t", "RUNNING", "-o", parse.QUEUE_FORMAT)
+        except (SlurmDown, SlurmRefused):
+            return ""
+        held = [
+            f"job {j.job_id} ({j.name}) on {j.nodes}"
+            for j in parse.queued_jobs(text)
+            if j.nodes in nodes
+        ]
+        return (
+            f"held by {', '.join(held[:5])}"
+            + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+            if held
+            else ""
+        )
 
     def _queued(self, job_id: str) -> parse.Queued | None:
         try:
@@ -427,7 +455,7 @@ class SlurmTarget(Target):
                 ended_all = False
                 continue
             last = found
-            end = _task_end(found)
+            end = task_end(found)
             ok = end.state == TaskState.EXITED and end.exit_code == 0
             stage.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
             stage.exit_code = end.exit_code
@@ -443,9 +471,10 @@ class SlurmTarget(Target):
             return Settled(
                 RunStatus.FAILED, None, f"{who} ended before it submitted a Slurm job", stages
             )
-        end = _task_end(last)
+        end = task_end(last)
         ok = end.state == TaskState.EXITED and end.exit_code == 0
-        said = f"{who} ended; Slurm job {last.job_id} {end.message or 'completed'}"
+        how = end.message or (f"exited with {end.exit_code}" if end.exit_code else "completed")
+        said = f"{who} ended; Slurm job {last.job_id} went on: {how}"
         if ok and not later:
             return Settled(RunStatus.SUCCEEDED, 0, said, stages)
         if later:
@@ -511,7 +540,7 @@ def _accounted(job_id: str) -> parse.Ended | None:
     return found[-1] if found else None
 
 
-def _task_end(ended: parse.Ended) -> TaskEnd:
+def task_end(ended: parse.Ended) -> TaskEnd:
     """How a job's accounting record reads for the driver."""
     kind, words = END_STATES.get(ended.state, (TaskState.INFRASTRUCTURE, ended.state))
     if ended.state in ("COMPLETED", "FAILED"):
