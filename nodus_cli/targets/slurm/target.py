@@ -198,7 +198,16 @@ class SlurmTarget(Target):
         self._budget = workload.budget
         for sp in plan.stages:
             if not sp.feasible:
-                detail = "".join(f"\n  {line}" for line in self._exclusions())
+                lines = self._exclusions()
+                if sp.nearest:
+                    near = sp.nearest[0].offer
+                    gpus = f"{near.gpu_count}× {near.gpu}" if near.gpu else "no GPU"
+                    lines.insert(
+                        0,
+                        f"nearest fit: node {near.machine_id} ({gpus}, {near.vcpus:g} CPUs, "
+                        f"{near.memory_gb:.3g} GB)",
+                    )
+                detail = "".join(f"\n  {line}" for line in lines)
                 raise NotRunnable(
                     f"no node of the Slurm cluster can run stage {sp.name!r}: "
                     f"{(sp.explanation or 'no eligible node').replace('configuration', 'node')}"

@@ -135,6 +135,44 @@ def test_a_drained_node_is_explained_and_an_impossible_request_refused_before_sb
     done = nodus.run("run", nodus.workload("eight", "true", count=8), "--target", "slurm")
     assert done.returncode == 3, done.stdout + done.stderr
     assert "no node of the Slurm cluster can run stage 'main'" in done.stderr
+    assert "nearest fit: node gpu-a (2× H100, 2 CPUs" in done.stderr
+    done = nodus.run("run", nodus.workload("l4", "true", gpu="L4"), "--target", "slurm")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "no node in this inventory has L4 GPUs" in done.stderr
+    assert " nodus-" not in slurm_cluster.run("squeue", "-h", "-o", "%i %j")
+
+
+def test_a_controller_that_does_not_answer_is_one_line_with_the_fix(
+    nodus: Nodus, slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "slurm.conf"
+    wrong.write_text(
+        slurm_cluster.conf.read_text().replace("SlurmctldPort=16817", "SlurmctldPort=16999")
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "nodus_cli", "nodes", "--target", "slurm"],
+        capture_output=True,
+        text=True,
+        env={**nodus.environ(), "SLURM_CONF": str(wrong)},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3
+    assert done.stderr.startswith("error: the Slurm controller does not answer: ")
+    assert "hint: check that slurmctld runs (`scontrol ping`)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_work_root_nodus_cannot_write_is_refused_before_sbatch(
+    nodus: Nodus, slurm_cluster: SlurmCluster
+) -> None:
+    blocker = nodus.tmp / "a-file"
+    blocker.write_text("")
+    nodus.config.write_text(f'[slurm]\nwork_root = "{blocker / "sub"}"\n')
+    done = nodus.run("run", nodus.workload("nowhere", "true"), "--target", "slurm")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"error: the Slurm work_root {blocker / 'sub'} is not writable" in done.stderr
+    assert "every node sees at the same path" in done.stderr
     assert " nodus-" not in slurm_cluster.run("squeue", "-h", "-o", "%i %j")
 
 
