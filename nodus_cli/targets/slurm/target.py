@@ -113,7 +113,7 @@ class _Job:
 class SlurmTarget(Target):
     name: ClassVar[str] = "slurm"
     description: ClassVar[str] = "the Slurm cluster"
-    #: The nodes share work_root, but a stage's job may land on any node of its model.
+    #: Every node sees work_root: stages on different nodes share NODUS_WORK_DIR.
     capabilities: ClassVar[Capabilities] = Capabilities(shared_work_dir=True)
     owns_jobs: ClassVar[bool] = True
     price_hint: ClassVar[str] = "set [slurm] price_per_hour or [slurm] prices in config.toml"
