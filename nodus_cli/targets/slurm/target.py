@@ -124,6 +124,8 @@ class SlurmTarget(Target):
         self._nodes: list[parse.NodeRecord] | None = None
         self._plan: Plan | None = None
         self._budget: float | None = None
+        #: False: ``--no-wait``, a job Slurm cannot start at once is cancelled, not queued.
+        self._queue = True
         self._jobs: dict[str, _Job] = {}
         self._lock = threading.Lock()
 
@@ -196,6 +198,7 @@ class SlurmTarget(Target):
     def prepare(self, workload: Workload, plan: Plan) -> Preparation:
         self._plan = plan
         self._budget = workload.budget
+        self._queue = workload.queue
         for sp in plan.stages:
             if not sp.feasible:
                 lines = self._exclusions()
@@ -346,6 +349,14 @@ class SlurmTarget(Target):
             else:
                 holders = self._holders(task.stage) if state.reason == "Resources" else ""
                 words = pending_words(state.reason, holders)
+                if not self._queue and state.reason != "None":  # "None": not yet looked at
+                    self._cancel(job.job_id)
+                    return TaskEnd(
+                        TaskState.KILLED,
+                        3,
+                        f"--no-wait: Slurm could not start job {job.job_id} at once: {words}; "
+                        "cancelled it",
+                    )
                 if words != said:
                     said = words
                     ctx.waiting(f"Slurm job {job.job_id}: {words}")

@@ -220,6 +220,59 @@ def test_a_pending_job_is_queued_with_slurms_reason(
     assert nodus.runs()[0]["status"] == "succeeded"
 
 
+def test_no_wait_cancels_a_job_slurm_cannot_start_at_once(
+    nodus: Nodus, slurm_cluster: SlurmCluster
+) -> None:
+    hold = slurm_cluster.run(
+        "sbatch", "--parsable", "--gres=gpu:h100:2", "-o", "/dev/null", "--wrap", "sleep 120"
+    ).strip()
+    try:
+        done = nodus.run("run", nodus.workload("nowait", "true"), "--target", "slurm", "--no-wait")
+    finally:
+        slurm_cluster.cancel(hold)
+    assert done.returncode == 3, done.stdout + done.stderr
+    (run,) = nodus.runs()
+    assert "--no-wait: Slurm could not start job" in run["stages"][0]["message"]
+    assert _sacct(slurm_cluster, run["stages"][0]["job_id"]).startswith("CANCELLED")
+
+
+def test_wait_timeout_cancels_a_job_that_waited_too_long_and_records_it_failed(
+    nodus: Nodus, slurm_cluster: SlurmCluster
+) -> None:
+    hold = slurm_cluster.run(
+        "sbatch", "--parsable", "--gres=gpu:h100:2", "-o", "/dev/null", "--wrap", "sleep 120"
+    ).strip()
+    try:
+        done = nodus.run(
+            "run", nodus.workload("patience", "true"), "--target", "slurm", "--wait-timeout", "3s"
+        )
+    finally:
+        slurm_cluster.cancel(hold)
+    assert done.returncode == 3, done.stdout + done.stderr
+    (run,) = nodus.runs()
+    assert run["status"] == "failed"
+    assert "gave up after waiting 3 s (wait_timeout)" in run["message"]
+    assert _sacct(slurm_cluster, run["stages"][0]["job_id"]).startswith("CANCELLED")
+
+
+def test_a_fan_out_stage_runs_each_item_as_a_job_with_its_variables(nodus: Nodus) -> None:
+    path = nodus.tmp / "fan.toml"
+    path.write_text(
+        f'name = "fan"\nimage = "{IMAGE}"\n'
+        'command = "echo item $NODUS_ITEM $NODUS_ITEM_INDEX of $NODUS_ITEM_COUNT"\n'
+        'gpu = "A100"\n[map]\nitems = ["a", "b"]\n'
+    )
+    done = nodus.run("run", path, "--target", "slurm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "item a 0 of 2" in done.stdout and "item b 1 of 2" in done.stdout
+    shown = nodus.run("runs", nodus.runs()[0]["id"], "--json")
+    tasks = json.loads(shown.stdout)["stages"][0]["tasks"]
+    assert [(t["status"], t["node"], bool(t["job_id"])) for t in tasks] == [
+        ("succeeded", "gpu-b", True),
+        ("succeeded", "gpu-b", True),
+    ]
+
+
 def test_stop_cancels_the_job(nodus: Nodus, slurm_cluster: SlurmCluster) -> None:
     proc = nodus.popen("run", nodus.workload("long", "sleep 120"), "--target", "slurm")
     run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
