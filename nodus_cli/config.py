@@ -23,6 +23,15 @@ timeout = 30              # seconds one source may take, retries included (defau
 max_spend_per_day = 200.0     # USD, across every run recorded in this NODUS_HOME
 max_spend_per_month = 3000.0  # USD
 max_price_per_hour = 40.0     # USD per hour: a ceiling no workload can raise
+
+[slurm]                       # --target slurm (docs/targets.md)
+partition = "gpu"             # optional: sbatch --partition (default: the cluster's)
+account = "ml"                # optional: sbatch --account
+qos = "normal"                # optional: sbatch --qos
+work_root = "/shared/nodus"   # a folder every node sees at the same path
+container = "docker"          # how a node runs the image (only "docker" so far)
+price_per_hour = 4.0          # USD per hour of a whole node (default 0)
+prices = { gpu-a = 12.0 }     # USD per hour by node or partition name
 ```
 
 Each section is read into a frozen struct (:func:`local`, :func:`catalog`,
@@ -44,14 +53,17 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from nodus_cli.errors import NodusError
-from nodus_cli.structs import struct
+from nodus_cli.structs import field, struct
 
 #: The sections this module reads, and their keys.
 SECTIONS: dict[str, tuple[str, ...]] = {
     "local": ("price_per_hour", "region"),
     "catalog": ("sources", "max_age_days", "timeout"),
     "limits": ("max_spend_per_day", "max_spend_per_month", "max_price_per_hour"),
+    "slurm": ("partition", "account", "qos", "work_root", "container", "price_per_hour", "prices"),
 }
+#: How a Slurm node runs a workload's image (``[slurm] container``): the ones nodus knows.
+SLURM_CONTAINERS = ("docker",)
 DEFAULT_MAX_AGE_DAYS = 30.0
 #: Seconds one source of ``nodus catalog update`` may take, retries included.
 DEFAULT_CATALOG_TIMEOUT = 30.0
@@ -239,6 +251,101 @@ def local() -> LocalConfig:
     if not isinstance(region, str) or not region.strip():
         raise NodusError(f'{path}: local.region must be a region name in quotes, e.g. "us-east-1"')
     return LocalConfig(price, region.strip())
+
+
+@struct(frozen=True)
+class SlurmConfig:
+    """``[slurm]``: where and how ``--target slurm`` submits."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    #: A folder every node sees at the same path (None: ``NODUS_HOME/slurm``).
+    work_root: Path | None = None
+    container: str = "docker"
+    price_per_hour: float = 0.0
+    #: USD per hour by node or partition name (a node's own price first).
+    prices: dict[str, float] = field(default_factory=dict)
+
+    def price_of(self, node: str, partition: str | None) -> float:
+        if node in self.prices:
+            return self.prices[node]
+        if partition is not None and partition in self.prices:
+            return self.prices[partition]
+        return self.price_per_hour
+
+
+def slurm() -> SlurmConfig:
+    path = config_path()
+    doc = _document(path)
+    if doc is None:
+        return SlurmConfig()
+    section = _section(path, doc, "slurm")
+    words: dict[str, str | None] = {}
+    for key in ("partition", "account", "qos", "work_root", "container"):
+        value = section.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise NodusError(
+                f"{path}: slurm.{key} must be a name in quotes, not {_shown(value)}",
+                hint=f'write it as, e.g., {key} = "{_SLURM_EXAMPLES[key]}"',
+            )
+        words[key] = value.strip() if isinstance(value, str) else None
+    container = words["container"] or "docker"
+    if container not in SLURM_CONTAINERS:
+        raise NodusError(
+            f"{path}: slurm.container = {container!r}: nodus runs images on Slurm nodes "
+            f"with {', '.join(SLURM_CONTAINERS)} only so far",
+            hint='write container = "docker" (each node\'s Docker engine)',
+        )
+    root = words["work_root"]
+    work_root = Path(root).expanduser() if root else None
+    if work_root is not None and not work_root.is_absolute():
+        work_root = (path.parent / work_root).resolve()
+    price = _amount(
+        path,
+        "slurm",
+        "price_per_hour",
+        section.get("price_per_hour", 0.0),
+        unit="USD per hour",
+        example="4.0",
+        zero_ok=True,
+    )
+    raw = section.get("prices", {})
+    if not isinstance(raw, dict):
+        raise NodusError(
+            f"{path}: slurm.prices must be a table of node or partition names to USD per hour",
+            hint="write it as, e.g., prices = { gpu-a = 12.0 }",
+        )
+    prices = {
+        str(name): _amount(
+            path,
+            "slurm",
+            f"prices.{name}",
+            value,
+            unit="USD per hour",
+            example="12.0",
+            zero_ok=True,
+        )
+        for name, value in raw.items()
+    }
+    return SlurmConfig(
+        words["partition"],
+        words["account"],
+        words["qos"],
+        work_root,
+        container,
+        price,
+        prices,
+    )
+
+
+_SLURM_EXAMPLES = {
+    "partition": "gpu",
+    "account": "ml",
+    "qos": "normal",
+    "work_root": "/shared/nodus",
+    "container": "docker",
+}
 
 
 def parse_source(text: str, base: Path | None = None) -> CatalogSource:

@@ -3,7 +3,7 @@
 ```python
 from nodus_cli import Client, Requirements
 
-with Client() as client:                       # target "local" (default) or "swarm"
+with Client() as client:                       # target "local" (default), "swarm" or "slurm"
     run = client.run(
         image="nodus-test/busybox:1",
         command=["echo", "hello"],

@@ -66,6 +66,8 @@ class TaskRecord:
     node: str | None = None
     attempts: int = 0
     message: str | None = None
+    #: The scheduler's job (Slurm's job id) when the target owns its jobs.
+    job_id: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +83,7 @@ class TaskRecord:
             "node": self.node,
             "attempts": self.attempts,
             "message": self.message,
+            "job_id": self.job_id,
         }
 
 
@@ -102,6 +105,8 @@ class StageRecord:
     message: str | None = None
     #: The node a Swarm stage ran on.
     node: str | None = None
+    #: The scheduler's job (Slurm's job id) when the target owns its jobs.
+    job_id: str | None = None
     #: Tasks of a fan-out stage (empty otherwise); read only when asked for.
     tasks: list[TaskRecord] = field(default_factory=list)
     #: Per-status counts of a fan-out stage's tasks.
@@ -122,6 +127,7 @@ class StageRecord:
             "attempts": self.attempts,
             "gpu_usage": self.gpu_report,
             "message": self.message,
+            "job_id": self.job_id,
         }
         if self.task_counts:
             doc["items"] = dict(self.task_counts)

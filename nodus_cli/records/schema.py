@@ -18,7 +18,7 @@ import time
 
 __all__ = ["SCHEMA_VERSION", "prepare"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Version 1, the tables as first made (each later version adds to them below).
 _SCHEMA = """
@@ -102,6 +102,13 @@ CREATE INDEX IF NOT EXISTS runs_by_workload_start ON runs(workload, started_at);
 CREATE INDEX IF NOT EXISTS runs_by_cleanup ON runs(cleanup_pending)
 """
 
+#: Version 4: the job a scheduler that owns its jobs (Slurm) knows a stage or a task by,
+#: so that a later nodus command can ask it how the job ended.
+_MIGRATE_4 = """
+ALTER TABLE stages ADD COLUMN job_id TEXT;
+ALTER TABLE tasks ADD COLUMN job_id TEXT;
+"""
+
 
 def prepare(db: sqlite3.Connection) -> None:
     """Bring the database on ``db`` (autocommit) up to :data:`SCHEMA_VERSION`, in WAL mode."""
@@ -122,6 +129,10 @@ def prepare(db: sqlite3.Connection) -> None:
                     db.execute(statement)
             for statement in _statements(_MIGRATE_3):  # IF NOT EXISTS: safe to repeat
                 db.execute(statement)
+            have = {row[1] for row in db.execute("PRAGMA table_info(stages)")}
+            if "job_id" not in have:
+                for statement in _statements(_MIGRATE_4):
+                    db.execute(statement)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
     except BaseException:
         db.execute("ROLLBACK")

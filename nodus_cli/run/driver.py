@@ -380,11 +380,11 @@ class Runner:
         if run is None:
             return
         match event:
-            case TaskSubmitted(note=note):
+            case TaskSubmitted(note=note, job_id=job_id):
                 run.submitted_at = now_iso()
                 # (a fan-out item's record takes no configuration: not built per item)
                 planned = self._planned(task.stage) if task.item is None else None
-                state.submitted(task, run.submitted_at, planned, note)
+                state.submitted(task, run.submitted_at, planned, note, job_id)
             case TaskWaiting(message=message):
                 run.queued_at = run.queued_at or time.monotonic()
                 run.queued_for = message

@@ -43,6 +43,8 @@ class TaskSubmitted:
 
     task: Task
     note: str | None
+    #: The scheduler's job id (a target whose jobs outlive nodus).
+    job_id: str | None = None
 
 
 @struct(frozen=True)
@@ -103,8 +105,8 @@ class Context:
     def emit(self, stream: OutputStream, text: str) -> None:
         self.reporter.emit(self.task.stage.name, self._item, stream, text)
 
-    def submitted(self, note: str | None = None) -> None:
-        self.events.put(TaskSubmitted(self.task, note))
+    def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
+        self.events.put(TaskSubmitted(self.task, note, job_id))
 
     def waiting(self, message: str) -> None:
         self.events.put(TaskWaiting(self.task, message))

@@ -12,6 +12,12 @@ recorded ``cancelled`` (nothing had started), its waiting stages with it, their 
 line and holders no longer said. A run that ended while its target could not be reached (the engine
 was down) keeps ``cleanup_pending`` until a later command removes what it left.
 
+A target whose jobs belong to a scheduler (``owns_jobs``: Slurm) is the exception: its
+jobs outlive nodus by design, so nothing is cancelled; the target is asked how the run
+stands (:meth:`~nodus_cli.targets.base.Target.settle`): still running, the record stays
+as it is and the next command asks again; ended, its end is recorded as the scheduler
+tells it. Only ``nodus stop`` cancels such a job.
+
 :func:`stop` is ``nodus stop``: it asks the supervisor to stop (SIGTERM, and a flag in
 the records for a supervisor no signal can reach) and waits for the record to end; a run
 whose supervisor is gone is stopped here.
@@ -108,12 +114,45 @@ def reconcile(store: RunStore, catalog: str | None = None) -> list[str]:
         if record.status.active:
             if supervised(record):
                 continue
+            if _owns_jobs(record.target):
+                note = _settle(store, record, catalog)
+                if note:
+                    said.append(note)
+                continue
             said.append(_abandoned(store, record, catalog))
         elif record.cleanup_pending:
             note = _clean(store, record, catalog)
             if note:
                 said.append(note)
     return said
+
+
+def _owns_jobs(name: str) -> bool:
+    try:
+        return targets.owns_jobs(name)
+    except ImportError:
+        return False
+
+
+def _settle(store: RunStore, record: RunRecord, catalog: str | None) -> str | None:
+    """A run of a target that owns its jobs, whose supervisor died: record how it ended
+    when the scheduler says it has (None while it still runs, or when the scheduler
+    cannot be asked now: a later command asks again)."""
+    try:
+        target = targets.get(record.target, store, catalog)
+        try:
+            settled = target.settle(record)
+        finally:
+            target.close()
+    except (TargetFailure, NodusError):
+        return None
+    if settled is None:
+        return None
+    for index, stage in settled.stages.items():
+        store.save_stage(record.id, index, stage)
+    cost = sum(s.cost for s in settled.stages.values()) or record.cost
+    store.finish_run(record.id, settled.status, settled.exit_code, cost, settled.message)
+    return f"run {record.id}: {settled.message}"
 
 
 def _abandoned(store: RunStore, record: RunRecord, catalog: str | None) -> str:

@@ -59,21 +59,31 @@ class StageRun:
         self.records.stage(self.index, self.record)
 
     def submitted(
-        self, task: Task, at: str, planned: dict[str, Any] | None, note: str | None
+        self,
+        task: Task,
+        at: str,
+        planned: dict[str, Any] | None,
+        note: str | None,
+        job_id: str | None = None,
     ) -> None:
-        """The task holds its place; until it runs, the stage's configuration is the
-        ``planned`` one."""
+        """The task holds its place (as the scheduler's job ``job_id``, when it has one);
+        until it runs, the stage's configuration is the ``planned`` one."""
         rec = self.record
         if task.item is None:
             rec.started_at = rec.started_at or at
             rec.attempts = task.attempt
             rec.config = rec.config or planned
+            rec.job_id = job_id or rec.job_id
             if note:
                 rec.message = note
             self.save()
-        elif rec.started_at is None:
+            return
+        if rec.started_at is None:
             rec.started_at = at
             self.save()
+        if job_id is not None:
+            self.tasks[task.item.index].job_id = job_id
+            self._changed(task.item.index)
 
     def waiting(self, task: Task, message: str) -> None:
         """The task waits for capacity, and ``message`` says why: it is ``queued``

@@ -22,11 +22,22 @@ if TYPE_CHECKING:
 REGISTRY: dict[str, str] = {
     "local": "nodus_cli.targets.local:LocalTarget",
     "swarm": "nodus_cli.targets.swarm:SwarmTarget",
+    "slurm": "nodus_cli.targets.slurm:SlurmTarget",
 }
 
 
 def names() -> list[str]:
     return list(REGISTRY)
+
+
+def owns_jobs(name: str) -> bool:
+    """Whether the target called ``name`` runs jobs that outlive nodus
+    (:attr:`~nodus_cli.targets.base.Target.owns_jobs`); False for an unknown name."""
+    where = REGISTRY.get(name)
+    if where is None:
+        return False
+    module, _, attribute = where.partition(":")
+    return bool(getattr(importlib.import_module(module), attribute).owns_jobs)
 
 
 def get(
@@ -38,7 +49,8 @@ def get(
     if where is None:
         raise UsageError(
             f"unknown target {name!r}: nodus runs on {', '.join(REGISTRY)}",
-            hint="--target local (this machine) or --target swarm (a Docker Swarm cluster)",
+            hint="--target local (this machine), --target swarm (a Docker Swarm cluster) "
+            "or --target slurm (a Slurm cluster, from its login node)",
         )
     module, _, attribute = where.partition(":")
     cls: type[Target] = getattr(importlib.import_module(module), attribute)

@@ -26,6 +26,10 @@ A target, in the order the driver uses it:
 8. :meth:`Target.cleanup` — remove everything the run left (containers, services,
    volumes), for a run whose supervisor died or that ``nodus stop`` ends.
 
+A target whose jobs belong to a scheduler (:attr:`Target.owns_jobs`: Slurm) records each
+task's job id (``ctx.submitted(job_id=...)``); when the supervisor dies its jobs go on,
+and reconcile asks :meth:`Target.settle` how they ended instead of calling ``cleanup``.
+
 And to look: :meth:`Target.describe` (a running run now) and :meth:`Target.nodes` (the
 machines and what they hold). What shows on a terminal never comes from here: a target
 that pulls images reports through the :class:`PullProgress` it was given.
@@ -51,7 +55,7 @@ if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
     from nodus_cli.planning.plan import Plan, StagePlan
     from nodus_cli.planning.ranking import RuntimeLookup
-    from nodus_cli.records import RunRecord, RunStore
+    from nodus_cli.records import RunRecord, RunStatus, RunStore, StageRecord
     from nodus_cli.workload import Stage, Workload
 
 
@@ -181,8 +185,9 @@ class TaskContext(Protocol):
     def emit(self, stream: OutputStream, text: str) -> None:
         """One line of the task's output (without its newline)."""
 
-    def submitted(self, note: str | None = None) -> None:
-        """The task holds its place (a container created, a service submitted)."""
+    def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
+        """The task holds its place (a container created, a service submitted);
+        ``job_id``: the job a scheduler that owns its jobs knows it by (recorded)."""
 
     def waiting(self, message: str) -> None:
         """Not running yet: it waits for capacity (GPUs other runs hold, a Swarm task
@@ -266,6 +271,18 @@ class Cleanup:
 
 
 @struct(frozen=True)
+class Settled:
+    """How a run whose supervisor died ended, as a scheduler that owns its jobs tells it
+    (:meth:`Target.settle`): the run's status, exit code and why, and each stage's record
+    as it now stands, by the stage's index."""
+
+    status: RunStatus
+    exit_code: int | None
+    message: str
+    stages: dict[int, StageRecord] = field(default_factory=dict)
+
+
+@struct(frozen=True)
 class NodeInfo:
     """What one machine of a target holds now (``client.list_nodes()``, ``nodus nodes``)."""
 
@@ -306,6 +323,10 @@ class Target(ABC):
     description: ClassVar[str]
     #: What it can and cannot do, as its plans must say (planning reads it).
     capabilities: ClassVar[Capabilities] = ONE_MACHINE
+    #: Its jobs belong to a scheduler (Slurm) and outlive the nodus process that submitted
+    #: them: when that process dies, reconcile asks :meth:`settle` how the run ended
+    #: instead of removing what it left; only ``nodus stop`` (:meth:`cleanup`) cancels.
+    owns_jobs: ClassVar[bool] = False
 
     def __init__(self, store: RunStore, catalog: str | None = None) -> None:
         self.store = store
@@ -380,6 +401,12 @@ class Target(ABC):
     @abstractmethod
     def cleanup(self, run_id: str) -> Cleanup:
         """Remove everything of the run still on the target (idempotent)."""
+
+    def settle(self, record: RunRecord) -> Settled | None:
+        """For a target that :attr:`owns_jobs`: a run whose supervisor died, as the
+        scheduler knows it now (each stage's ``job_id``). None while a job of it still
+        runs or waits (the record stays as it is; the next command asks again)."""
+        raise NotImplementedError(f"the {self.name} target does not own its jobs")
 
     # -- looking -----------------------------------------------------------------------
 

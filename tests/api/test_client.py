@@ -197,7 +197,7 @@ def test_gpus_and_list_nodes(client: Client, monkeypatch: pytest.MonkeyPatch) ->
 def test_an_unknown_target_is_a_usage_error() -> None:
     with pytest.raises(nodus_cli.NodusError) as caught:
         Client(target="kubernetes")
-    assert caught.value.exit_code == 2 and "local, swarm" in caught.value.message
+    assert caught.value.exit_code == 2 and "local, swarm, slurm" in caught.value.message
 
 
 def test_the_public_surface() -> None:

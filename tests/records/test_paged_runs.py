@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from records_support import make_workload
 
+from nodus_cli import records
 from nodus_cli.api import Client
 from nodus_cli.errors import InvalidWorkload
 from nodus_cli.records import RunStatus, RunStore
@@ -115,5 +116,5 @@ def test_records_of_version_two_get_the_indexes(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "runs.sqlite3") as db:
         have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert set(names) <= have
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == records.schema.SCHEMA_VERSION
     assert len(RunStore.open(tmp_path).list_runs()) == 1

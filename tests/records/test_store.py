@@ -291,7 +291,7 @@ def test_records_of_the_second_version_get_the_index_listings_read_by(tmp_path: 
         db.execute("PRAGMA user_version=2")
     RunStore.open(home).close()
     with sqlite3.connect(home / "runs.sqlite3") as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == records.schema.SCHEMA_VERSION
         plan = db.execute(
             "EXPLAIN QUERY PLAN SELECT id FROM runs ORDER BY started_at DESC, rowid DESC"
         ).fetchall()
@@ -411,3 +411,27 @@ def test_runs_and_logs_without_any_run(
     assert cli("rerun", "nope").returncode == 2
     newest = cli("logs")
     assert newest.returncode == 2 and "no run recorded yet" in newest.stderr
+
+
+def test_records_of_version_2_gain_the_job_ids_and_keep_them(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        db.executescript(records.schema._SCHEMA)
+        db.executescript(records.schema._MIGRATE_2)
+        db.execute("PRAGMA user_version=2")
+    store = RunStore.open(home)
+    try:
+        run = store.create_run(make_workload(), "slurm", 0.0, None)
+        stage = store.get(run.id).stages[1]
+        assert stage.job_id is None
+        stage.job_id = "4242"
+        store.save_stage(run.id, 1, stage)
+        again = store.get(run.id).stages[1]
+        assert again.job_id == "4242" and again.as_json()["job_id"] == "4242"
+    finally:
+        store.close()
+    with sqlite3.connect(home / "runs.sqlite3") as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == records.schema.SCHEMA_VERSION
+        for table in ("stages", "tasks"):
+            assert "job_id" in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}

@@ -257,8 +257,8 @@ class _Framed:
     def say(self, message: str) -> None:
         self.ctx.say(message)
 
-    def submitted(self, note: str | None = None) -> None:
-        self.ctx.submitted(note)
+    def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
+        self.ctx.submitted(note, job_id)
 
     def waiting(self, message: str) -> None:
         self.ctx.waiting(message)

@@ -1,0 +1,227 @@
+"""What Slurm's commands print, read into records: nodes, jobs in the queue, jobs ended.
+
+Contract: pure functions of the text that ``scontrol show node --oneliner``,
+``squeue -h -o FORMAT`` and ``sacct -n -P -o FIELDS`` print (Slurm 22.05 and newer; the
+tests read text captured from the harness's real cluster). A GPU model comes from the
+node's GRES type through the one GPU table (:mod:`nodus_cli.hardware.gpus`), never
+guessed: a type the table does not know is kept as written, with no model.
+
+Why apart: the text formats are Slurm's and change by version; the target's logic reads
+records, and the parsing is tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import re
+
+from nodus_cli.hardware import gpus
+from nodus_cli.structs import struct
+
+__all__ = [
+    "QUEUE_FORMAT",
+    "SACCT_FIELDS",
+    "Ended",
+    "Gres",
+    "NodeRecord",
+    "Queued",
+    "ended_jobs",
+    "gres_of",
+    "nodes_of",
+    "queued_jobs",
+]
+
+#: ``squeue -h -o`` format read by :func:`queued_jobs`: id, state, reason, node(s), name.
+QUEUE_FORMAT = "%i|%T|%r|%N|%j"
+#: ``sacct -n -P -X -o`` fields read by :func:`ended_jobs`.
+SACCT_FIELDS = "JobIDRaw,JobName,State,ExitCode,ElapsedRaw,NodeList"
+
+_KEY = re.compile(r"(?:^|\s)([A-Z][A-Za-z0-9_]*)=")
+
+
+@struct(frozen=True)
+class Gres:
+    """A node's GPUs as its GRES says (``gpu:h100:2``): the type as written, the model
+    it names (None: no type, or a type no known GPU has) and the count."""
+
+    type: str | None
+    model: str | None
+    memory_gb: float | None
+    count: int
+
+
+@struct(frozen=True)
+class NodeRecord:
+    """One node as ``scontrol show node`` describes it."""
+
+    name: str
+    state: str
+    reason: str | None
+    partitions: tuple[str, ...]
+    cpus: int
+    cpus_used: int
+    memory_mb: int
+    memory_used_mb: int
+    gres: Gres | None
+    gpus_used: int
+    arch: str
+
+    @property
+    def usable(self) -> bool:
+        """Not drained, down, failing or unknown: Slurm may place jobs on it."""
+        flags = set(self.state.replace("*", "").split("+"))
+        return not flags & {
+            "DRAIN",
+            "DRAINED",
+            "DRAINING",
+            "DOWN",
+            "FAIL",
+            "FAILING",
+            "UNKNOWN",
+            "NOT_RESPONDING",
+            "POWERED_DOWN",
+            "INVAL",
+            "FUTURE",
+        }
+
+    @property
+    def words(self) -> str:
+        """Its state in lower case, with Slurm's reason when it gives one."""
+        state = self.state.lower()
+        return f"{state} ({self.reason})" if self.reason else state
+
+
+def _fields(line: str) -> dict[str, str]:
+    """``Key=value Key=value ...``; a value may hold spaces (``Reason=...``)."""
+    marks = list(_KEY.finditer(line))
+    found = {}
+    for mark, after in zip(marks, [*marks[1:], None], strict=True):
+        end = after.start() if after is not None else len(line)
+        found[mark.group(1)] = line[mark.end() : end].strip()
+    return found
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
+
+
+def gres_of(text: str) -> Gres | None:
+    """The GPUs of a GRES string (``gpu:h100:2(S:0-1),shard:4``); None when it has none."""
+    for entry in re.split(r",(?![^(]*\))", text):
+        parts = re.sub(r"\(.*\)$", "", entry.strip()).split(":")
+        if parts[0] != "gpu" or len(parts) < 2:
+            continue
+        kind = parts[1] if len(parts) == 3 else None
+        count = _int(parts[-1])
+        return Gres(kind, *_model(kind), count)
+    return None
+
+
+def _model(kind: str | None) -> tuple[str | None, float | None]:
+    """The model a GRES type names, and its memory: the one the type names
+    (``a100_80gb``), else the model's smallest (what every variant has at least)."""
+    if not kind:
+        return None, None
+    table = gpus.table()
+    variant = table.variant(kind)
+    if variant is not None and variant.memory_gb:
+        return variant.family.name, variant.memory_gb
+    family = variant.family if variant is not None else table.lookup(kind)
+    if family is None:
+        return None, None
+    return family.name, family.nominal_memory(None)
+
+
+def _gpus_used(tres: str) -> int:
+    match = re.search(r"gres/gpu=(\d+)", tres)
+    return int(match.group(1)) if match else 0
+
+
+def nodes_of(text: str) -> list[NodeRecord]:
+    """Every node of ``scontrol show node --oneliner`` (one node a line)."""
+    found = []
+    for line in text.splitlines():
+        f = _fields(line)
+        if "NodeName" not in f:
+            continue
+        reason = f.get("Reason") or None
+        found.append(
+            NodeRecord(
+                name=f["NodeName"],
+                state=f.get("State", "UNKNOWN"),
+                reason=reason if reason and reason != "(null)" else None,
+                partitions=tuple(p for p in f.get("Partitions", "").split(",") if p),
+                cpus=_int(f.get("CPUTot")),
+                cpus_used=_int(f.get("CPUAlloc")),
+                memory_mb=_int(f.get("RealMemory")),
+                memory_used_mb=_int(f.get("AllocMem")),
+                gres=gres_of(f.get("Gres", "")),
+                gpus_used=_gpus_used(f.get("AllocTRES", "")),
+                arch=f.get("Arch", "x86_64"),
+            )
+        )
+    return found
+
+
+@struct(frozen=True)
+class Queued:
+    """A job ``squeue`` still lists: PENDING, RUNNING, COMPLETING ..."""
+
+    job_id: str
+    state: str
+    reason: str
+    nodes: str
+    name: str
+
+
+def queued_jobs(text: str) -> list[Queued]:
+    """The jobs of ``squeue -h -o QUEUE_FORMAT``."""
+    found = []
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) == 5:
+            found.append(Queued(*(p.strip() for p in parts)))
+    return found
+
+
+@struct(frozen=True)
+class Ended:
+    """A job as ``sacct`` records it: its state (``CANCELLED by 0`` reads ``CANCELLED``),
+    exit code and the signal that ended it, seconds it ran, its node."""
+
+    job_id: str
+    name: str
+    state: str
+    exit_code: int
+    signal: int
+    elapsed_seconds: int
+    node: str
+
+    @property
+    def finished(self) -> bool:
+        return self.state not in ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED")
+
+
+def ended_jobs(text: str) -> list[Ended]:
+    """The jobs of ``sacct -n -P -X -o SACCT_FIELDS``."""
+    found = []
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) != 6:
+            continue
+        job, name, state, code, elapsed, node = (p.strip() for p in parts)
+        exit_code, _, signal = code.partition(":")
+        found.append(
+            Ended(
+                job,
+                name,
+                state.split()[0] if state else "UNKNOWN",
+                _int(exit_code),
+                _int(signal),
+                _int(elapsed),
+                node,
+            )
+        )
+    return found
