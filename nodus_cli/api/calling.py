@@ -29,6 +29,7 @@ them first.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -96,8 +97,10 @@ def function_workload(
         )
     if wrong is not None:
         problems.append(wrong)
-    doc = {k: v for k, v in arguments.items() if k not in ("args", "kwargs", "fn", "queue")}
+    skip = ("args", "kwargs", "fn", "queue", "keep_warm")
+    doc = {k: v for k, v in arguments.items() if k not in skip}
     queue = bool(arguments.get("queue", True))  # whether it may wait for GPUs (not a key)
+    warm = _keep_warm(arguments.get("keep_warm"), problems)
     for key, why in _NOT_WITH_FN.items():
         if doc.pop(key, None) is not None:
             problems.append(Problem(key, why))
@@ -130,9 +133,28 @@ def function_workload(
         )
     if problems or workload is None:
         raise InvalidWorkload(problems, source)
-    call = FunctionCall(str(doc["name"]), call_id, needed)
+    call = FunctionCall(str(doc["name"]), call_id, needed, warm)
     stage = replace(workload.stages[0], function=call)
     return replace(workload, stages=[stage], queue=queue and workload.queue)
+
+
+def _keep_warm(given: Any, problems: list[Problem]) -> float:
+    """``keep_warm``: seconds >= 0; not given, the configuration's (``[functions]``)."""
+    from nodus_cli import config
+
+    if given is None:
+        return config.functions().keep_warm
+    number = isinstance(given, int | float) and not isinstance(given, bool)
+    if number and math.isfinite(given) and given >= 0:
+        return float(given)
+    problems.append(
+        Problem(
+            "keep_warm",
+            f"must be a number of seconds >= 0, not {given!r}: how long a call's warm "
+            "worker waits for the next call of its kind (0: a new container for every call)",
+        )
+    )
+    return 0.0
 
 
 # -- submitting ---------------------------------------------------------------------------

@@ -65,6 +65,16 @@ class Session:
         self.home = Path(home) if home is not None else None
         self._store: RunStore | None = None
 
+    def end_warm(self) -> None:
+        """End the warm workers of this session's place and records (its calls' workers)."""
+        if self.target == CATALOG or self._store is None:
+            return
+        target = self.place()
+        try:
+            target.end_warm()
+        finally:
+            target.close()
+
     def close(self) -> None:
         """Let go of the records."""
         if self._store is not None:

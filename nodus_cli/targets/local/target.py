@@ -107,6 +107,11 @@ class LocalTarget(Target):
         #: and the warm workers of each function-map stage, by (run, stage) (.workers).
         self.interpreters: dict[str, str] = {}
         self._pools: dict[tuple[str, str], workers.Pool] = {}
+        #: The runs whose work folder is copied out (``output_dir``): never on a warm
+        #: worker of single calls (.warm), whose work folder is its own.
+        self._copied: set[str] = set()
+        #: The runs this target ran (the others it cleans up after: a dead caller's).
+        self._begun: set[str] = set()
 
     # -- planning ----------------------------------------------------------------------
 
@@ -263,6 +268,9 @@ class LocalTarget(Target):
             # parent is private (0700), so no other user of this machine can reach it.
             work.chmod(0o777)
         self._work[record.id] = work
+        self._begun.add(record.id)
+        if workload.output_dir:
+            self._copied.add(record.id)
 
     def _runs_as_root(self, image: str) -> bool:
         try:
@@ -276,8 +284,10 @@ class LocalTarget(Target):
             return self._run_task(task, ctx)
         # A Python function call: imported here, so a command's run never loads pickle
         # and the function machinery (start-up is felt in CI).
-        from nodus_cli.targets.local import calls, workers
+        from nodus_cli.targets.local import calls, warm, workers
 
+        if warm.eligible(task, task.run_id in self._copied):  # a single call: .warm
+            return warm.run(self, task, ctx)
         if task.item is not None:  # .workers
             key = (task.run_id, task.stage.name)
             with self._lock:
@@ -577,6 +587,10 @@ class LocalTarget(Target):
         self._removals.wait(timeout=30)
         eng = self.docker()
         removed: list[str] = []
+        if run_id not in self._begun:  # a dead caller's run (reconcile): its warm workers
+            from nodus_cli.targets.local import warm
+
+            removed += warm.sweep(eng, self.store.root)
         remaining: list[str] = []
         for attempt in range(3):
             found = eng.containers({"label": [f"{LABEL_RUN}={run_id}"]})
@@ -650,6 +664,12 @@ class LocalTarget(Target):
         if len(models) <= 1:
             return [node(host, next(iter(models), None), found)]
         return [node(f"{host}/{model}", model, gpus) for model, gpus in models.items()]
+
+    def end_warm(self) -> None:
+        # Imported here: a command's run never loads the function machinery.
+        from nodus_cli.targets.local import warm
+
+        warm.close(self.store.root)
 
     def close(self) -> None:
         self._claims.close()
