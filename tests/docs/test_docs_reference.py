@@ -236,8 +236,10 @@ def test_the_missing_variable_message_is_quoted_as_nodus_prints_it() -> None:
 CONFIGS = [b for b in blocks(CONFIG_PAGE) if b.lang == "toml"]
 
 
-def _load_all() -> tuple[config.LocalConfig, config.CatalogConfig, config.LimitsConfig]:
-    return config.local(), config.catalog(), config.limits()
+def _load_all() -> tuple[
+    config.LocalConfig, config.CatalogConfig, config.LimitsConfig, config.FunctionsConfig
+]:
+    return config.local(), config.catalog(), config.limits(), config.functions()
 
 
 def test_the_configuration_page_has_examples() -> None:
@@ -254,7 +256,7 @@ def test_every_configuration_example_reads_as_nodus_reads_it(
     path.write_text(block.body, encoding="utf-8")
     monkeypatch.setenv("NODUS_CONFIG", str(path))
     if block.mark is None:
-        loaded = dict(zip(("local", "catalog", "limits"), _load_all(), strict=True))
+        loaded = dict(zip(("local", "catalog", "limits", "functions"), _load_all(), strict=True))
         written = tomllib.loads(block.body)
         assert written and set(written) <= set(loaded)
         for name, keys in written.items():  # every value written is the value nodus uses
