@@ -53,6 +53,8 @@ T = TypeVar("T")
 #: A Call nested deeper than this, or in a container longer than this, is not looked for.
 _DEPTH = 8
 _WIDTH = 10_000
+#: A call reconciles the records unless its client's calls did within this many seconds.
+_RECONCILE_EVERY = 1.0
 
 _NOT_WITH_FN = {
     "command": (
@@ -440,7 +442,7 @@ class _Driver:
 
     def _run(self) -> None:
         session = self.session
-        prepared = session.prepare(self.workload)
+        prepared = session.prepare(self.workload, reconciled_within=_RECONCILE_EVERY)
         record = session.record(prepared, self.run_id)
         self.recorded = True
         for call in self.calls:

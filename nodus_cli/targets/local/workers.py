@@ -32,7 +32,10 @@ changes. A map of 1,000 small calls makes as many containers as run at once.
   without a container per item.
 
 State survives between the calls a worker runs (module globals, the working directory,
-threads): a function that must start clean belongs in ``client.run`` (one container each).
+threads): a function that must start clean belongs in ``client.run(..., keep_warm=0)``.
+
+The warm workers of single calls (:mod:`.warm`) are started, called and watched by the
+same functions (:func:`start`, :func:`call`, :func:`watch`).
 
 The pool drives its target through :class:`Host`, the small public surface
 :class:`~.target.LocalTarget` offers its workers (claim, create, withdraw, attach...):
