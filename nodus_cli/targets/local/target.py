@@ -82,6 +82,12 @@ if TYPE_CHECKING:
 ENGINE_RETURN_SECONDS = 60.0
 
 
+#: Whether an image runs as root, by image, and when the engine said so (monotonic);
+#: trusted for this many seconds (as a pinged engine is).
+_ROOT_IMAGES: dict[str, tuple[float, bool]] = {}
+_ROOT_IMAGES_FOR = 5.0
+
+
 class LocalTarget(Target):
     name: ClassVar[str] = "local"
     description: ClassVar[str] = "this machine"
@@ -110,8 +116,10 @@ class LocalTarget(Target):
         #: The runs whose work folder is copied out (``output_dir``): never on a warm
         #: worker of single calls (.warm), whose work folder is its own.
         self._copied: set[str] = set()
-        #: The runs this target ran (the others it cleans up after: a dead caller's).
+        #: The runs this target ran (the others it cleans up after: a dead caller's),
+        #: and those of them with a task not on a warm worker (containers of their own).
         self._begun: set[str] = set()
+        self._fresh: set[str] = set()
 
     # -- planning ----------------------------------------------------------------------
 
@@ -179,8 +187,8 @@ class LocalTarget(Target):
         return Preparation(price_per_hour=config.local().price_per_hour)
 
     def docker(self) -> engine.Engine:
-        if self._engine is None:
-            self._engine = engine.local()
+        if self._engine is None:  # a burst of runs (function calls) shares one engine
+            self._engine = engine.local(fresh_for=_ROOT_IMAGES_FOR)
         return self._engine
 
     def _refuse_held(self, workload: Workload) -> None:
@@ -273,13 +281,21 @@ class LocalTarget(Target):
             self._copied.add(record.id)
 
     def _runs_as_root(self, image: str) -> bool:
+        # Once per image in a few seconds: a burst of function calls is as many runs.
+        known = _ROOT_IMAGES.get(image)
+        if known is not None and time.monotonic() - known[0] < _ROOT_IMAGES_FOR:
+            return known[1]
         try:
             user = str(self.docker().image_config(image).get("User") or "")
         except engine.EngineFailure:
             return False
-        return user.split(":")[0] in ("", "root", "0")
+        root = user.split(":")[0] in ("", "root", "0")
+        _ROOT_IMAGES[image] = (time.monotonic(), root)
+        return root
 
     def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
+        if task.stage.function is None or not task.stage.function.keep_warm:
+            self._fresh.add(task.run_id)
         if task.stage.function is None:
             return self._run_task(task, ctx)
         # A Python function call: imported here, so a command's run never loads pickle
@@ -288,6 +304,7 @@ class LocalTarget(Target):
 
         if warm.eligible(task, task.run_id in self._copied):  # a single call: .warm
             return warm.run(self, task, ctx)
+        self._fresh.add(task.run_id)
         if task.item is not None:  # .workers
             key = (task.run_id, task.stage.name)
             with self._lock:
@@ -585,6 +602,8 @@ class LocalTarget(Target):
         for pool in pools:  # warm workers (.workers)
             pool.close()
         self._removals.wait(timeout=30)
+        if run_id in self._begun and run_id not in self._fresh:
+            return Cleanup([], [])  # every task ran on a warm worker: nothing is the run's
         eng = self.docker()
         removed: list[str] = []
         if run_id not in self._begun:  # a dead caller's run (reconcile): its warm workers
