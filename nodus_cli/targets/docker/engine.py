@@ -386,12 +386,11 @@ def local(timeout: float = 10.0, fresh_for: float = 0.0) -> Engine:
     """The engine local runs use, checked with a ping: one clear message when it is down.
     ``fresh_for``: the engine of the same address pinged less than that many seconds ago
     is the one returned, not pinged again (a burst of runs, each its target, pings once)."""
-    host, tls = endpoint()
-    key = (str(host), repr(tls), timeout)
+    engine = connect(timeout)
+    key = (engine.where, repr(engine.tls), timeout)
     known = _PINGED.get(key)
     if known is not None and time.monotonic() - known[0] < fresh_for:
         return known[1]
-    engine = Engine(host=host, connect_timeout=timeout, tls=tls)
     try:
         engine.ping()
     except EngineUnreachable as exc:

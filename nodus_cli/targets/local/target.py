@@ -82,9 +82,9 @@ if TYPE_CHECKING:
 ENGINE_RETURN_SECONDS = 60.0
 
 
-#: Whether an image runs as root, by image, and when the engine said so (monotonic);
+#: Whether an image runs as root, by engine and image, and when it said so (monotonic);
 #: trusted for this many seconds (as a pinged engine is).
-_ROOT_IMAGES: dict[str, tuple[float, bool]] = {}
+_ROOT_IMAGES: dict[tuple[str, str], tuple[float, bool]] = {}
 _ROOT_IMAGES_FOR = 5.0
 
 
@@ -282,7 +282,8 @@ class LocalTarget(Target):
 
     def _runs_as_root(self, image: str) -> bool:
         # Once per image in a few seconds: a burst of function calls is as many runs.
-        known = _ROOT_IMAGES.get(image)
+        key = (self.docker().where, image)
+        known = _ROOT_IMAGES.get(key)
         if known is not None and time.monotonic() - known[0] < _ROOT_IMAGES_FOR:
             return known[1]
         try:
@@ -290,7 +291,7 @@ class LocalTarget(Target):
         except engine.EngineFailure:
             return False
         root = user.split(":")[0] in ("", "root", "0")
-        _ROOT_IMAGES[image] = (time.monotonic(), root)
+        _ROOT_IMAGES[key] = (time.monotonic(), root)
         return root
 
     def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:

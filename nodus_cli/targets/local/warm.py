@@ -266,6 +266,7 @@ def _start(host: workers.Host, task: Task, ctx: TaskContext, kind: Kind) -> _War
     """A new warm worker for ``task``, started (with ``python``, else ``python3``)."""
     stage = task.stage
     home = host.store.root
+    _sweep_folders(home)  # a killed caller's idle workers left their folders
     folder = CallFolder(home, f"{PREFIX}{os.getpid()}-{next(_REGISTRY.numbers)}")
     folder.create()
     scratch = folder.path / "work"
@@ -377,8 +378,13 @@ def sweep(eng: engine.Engine, home: Path) -> list[str]:
         with contextlib.suppress(engine.EngineFailure):
             eng.remove(str(c["Id"]))
             removed.append(f"warm worker {labels.get(LABEL_WARM)}")
+    _sweep_folders(home)
+    return removed
+
+
+def _sweep_folders(home: Path) -> None:
+    """Remove the warm workers' folders of processes that are gone."""
     for folder in (home / CALLS).glob(f"{PREFIX}*"):
         pid = folder.name[len(PREFIX) :].partition("-")[0]
         if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid), None):
             shutil.rmtree(folder, ignore_errors=True)
-    return removed

@@ -8,7 +8,10 @@ outside fails only its current call; a warm worker never holds a GPU between cal
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -162,3 +165,37 @@ def test_a_gpu_call_leaves_no_worker_holding_its_gpu(
         other.close()
     assert second[1] != first[1]
     assert warm_containers(docker_client, client.home_folder) == []
+
+
+def test_a_killed_callers_idle_worker_goes_with_it(
+    client: Client, tmp_path: Path, docker_client: Any
+) -> None:
+    script = tmp_path / "caller.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import time
+            from nodus_cli import Client
+
+            def one():
+                return 1
+
+            client = Client(home={str(client.home_folder)!r})
+            assert client.run(fn=one, image={PY_IMAGE!r}).result() == 1
+            print("done", flush=True)
+            time.sleep(600)
+            """
+        )
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "done"
+    assert len(warm_containers(docker_client, client.home_folder)) == 1
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # its worker reads the end of its requests, exits, and the engine removes it
+    wait_for(lambda: warm_containers(docker_client, client.home_folder) == [], timeout=30)
+    # the next call's worker sweeps the dead caller's folder
+    assert client.run(fn=where, args=(1,), image=PY_IMAGE).result(timeout=120)[0] == 1
+    folders = list((client.home_folder / "calls").glob("warm-*"))
+    assert [f.name.split("-")[1] for f in folders] == [str(os.getpid())]
