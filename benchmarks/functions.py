@@ -42,6 +42,16 @@ from other users), one run (on top of main with issues 17-20 merged):
     1 GiB result: the caller's peak memory 1.03x the value (goal: at most 1.5x);
     1 GiB argument: 1.03x
 
+With warm workers for single calls (issue 32), same machine, one run of
+``--only burst --only second --only trip --rounds 5``:
+
+    round trip (keep_warm=0): median 312 ms, docker run --rm median 286 ms: 1.09x
+    burst of 200 single calls 1.43 s (139.9 calls/s), client.map of them 1.18 s
+    (170.1 calls/s): 0.82x (goal: at least 0.8x); earlier runs of the same tree gave
+    0.75x and 1.48x (the map's own time varies by half on this machine)
+    two consecutive single calls: first median 290 ms, second median 6.6 ms: 0.02x (goal:
+    at most 0.25x)
+
 On the harness image itself (no byte code) the round trip was about 1.6x: each container
 then compiles what the runtime imports (pickle, json, cloudpickle's modules), about 0.1 s.
 """
