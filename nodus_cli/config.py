@@ -32,11 +32,15 @@ work_root = "/shared/nodus"   # a folder every node sees at the same path
 container = "docker"          # how a node runs the image (only "docker" so far)
 price_per_hour = 4.0          # USD per hour of a whole node (default 0)
 prices = { gpu-a = 12.0 }     # USD per hour by node or partition name
+
+[functions]
+keep_warm = 60            # seconds a single call's warm worker waits for the next call
+                          # of its kind (default 60; 0: a new container for every call)
 ```
 
 Each section is read into a frozen struct (:func:`local`, :func:`catalog`,
-:func:`limits`). Mistakes are errors that name the file, the key and what to write:
-booleans, non-finite and negative numbers are never valid amounts, unknown keys get a
+:func:`limits`, :func:`functions`). Mistakes are errors that name the file, the key and
+what to write: booleans, non-finite and negative numbers are never valid amounts, unknown keys get a
 "did you mean", and a section name close to a known one (``[limit]``) is pointed out
 rather than silently ignored.
 """
@@ -61,9 +65,12 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "catalog": ("sources", "max_age_days", "timeout"),
     "limits": ("max_spend_per_day", "max_spend_per_month", "max_price_per_hour"),
     "slurm": ("partition", "account", "qos", "work_root", "container", "price_per_hour", "prices"),
+    "functions": ("keep_warm",),
 }
 #: How a Slurm node runs a workload's image (``[slurm] container``): the ones nodus knows.
 SLURM_CONTAINERS = ("docker",)
+#: Seconds a warm worker of single function calls stays for the next call (``keep_warm``).
+DEFAULT_KEEP_WARM = 60.0
 DEFAULT_MAX_AGE_DAYS = 30.0
 #: Seconds one source of ``nodus catalog update`` may take, retries included.
 DEFAULT_CATALOG_TIMEOUT = 30.0
@@ -461,3 +468,30 @@ def limits() -> LimitsConfig:
         found["max_price_per_hour"],
         path if any(v is not None for v in found.values()) else None,
     )
+
+
+@struct(frozen=True)
+class FunctionsConfig:
+    """``[functions]``: how Python function calls run."""
+
+    keep_warm: float = DEFAULT_KEEP_WARM
+
+
+def functions() -> FunctionsConfig:
+    path = config_path()
+    doc = _document(path)
+    if doc is None:
+        return FunctionsConfig()
+    section = _section(path, doc, "functions")
+    if "keep_warm" not in section:
+        return FunctionsConfig()
+    warm = _amount(
+        path,
+        "functions",
+        "keep_warm",
+        section["keep_warm"],
+        unit="seconds",
+        example="60",
+        zero_ok=True,
+    )
+    return FunctionsConfig(warm)

@@ -1,4 +1,5 @@
-"""config.toml: [local], [catalog] and [limits], with the words a user reads when it is wrong."""
+"""config.toml: [local], [catalog], [limits] and [functions], with the words a user reads when
+it is wrong."""
 
 from __future__ import annotations
 
@@ -167,3 +168,30 @@ def test_an_unreadable_file(cfg: Path) -> None:
 )
 def test_source_entries(text: str, expected: CatalogSource) -> None:
     assert config.parse_source(text) == expected
+
+
+def test_functions_keep_warm(cfg: Path) -> None:
+    assert config.functions().keep_warm == config.DEFAULT_KEEP_WARM == 60.0
+    cfg.write_text("[functions]\nkeep_warm = 0\n")
+    assert config.functions().keep_warm == 0.0
+    cfg.write_text("[functions]\nkeep_warm = 2.5\n")
+    assert config.functions().keep_warm == 2.5
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (
+            "[functions]\nkeep_warm = -1\n",
+            "functions.keep_warm must be a number >= 0 (seconds), not -1\n"
+            "hint: write it as, e.g., keep_warm = 60",
+        ),
+        ("[functions]\nkeep_warm = true\n", "functions.keep_warm must be a number >= 0"),
+        ("[functions]\nkeepwarm = 5\n", "functions.keepwarm: unknown key; did you mean keep_warm?"),
+    ],
+)
+def test_functions_mistakes(cfg: Path, text: str, words: str) -> None:
+    cfg.write_text(text)
+    message = error(config.functions)
+    assert message.startswith(f"{cfg}: ")
+    assert words in message

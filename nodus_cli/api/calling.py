@@ -31,6 +31,7 @@ Imports stand inside the methods that need them: the package docstring says why.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -54,6 +55,8 @@ T = TypeVar("T")
 #: A Call nested deeper than this, or in a container longer than this, is not looked for.
 _DEPTH = 8
 _WIDTH = 10_000
+#: A call reconciles the records unless its client's calls did within this many seconds.
+_RECONCILE_EVERY = 1.0
 
 _NOT_WITH_FN = {
     "command": (
@@ -98,8 +101,10 @@ def function_workload(
         )
     if wrong is not None:
         problems.append(wrong)
-    doc = {k: v for k, v in arguments.items() if k not in ("args", "kwargs", "fn", "queue")}
+    skip = ("args", "kwargs", "fn", "queue", "keep_warm")
+    doc = {k: v for k, v in arguments.items() if k not in skip}
     queue = bool(arguments.get("queue", True))  # whether it may wait for GPUs (not a key)
+    warm = _keep_warm(arguments.get("keep_warm"), problems)
     for key, why in _NOT_WITH_FN.items():
         if doc.pop(key, None) is not None:
             problems.append(Problem(key, why))
@@ -132,9 +137,28 @@ def function_workload(
         )
     if problems or workload is None:
         raise InvalidWorkload(problems, source)
-    call = FunctionCall(str(doc["name"]), call_id, needed)
+    call = FunctionCall(str(doc["name"]), call_id, needed, warm)
     stage = replace(workload.stages[0], function=call)
     return replace(workload, stages=[stage], queue=queue and workload.queue)
+
+
+def _keep_warm(given: Any, problems: list[Problem]) -> float:
+    """``keep_warm``: seconds >= 0; not given, the configuration's (``[functions]``)."""
+    from nodus_cli import config
+
+    if given is None:
+        return config.functions().keep_warm
+    number = isinstance(given, int | float) and not isinstance(given, bool)
+    if number and math.isfinite(given) and given >= 0:
+        return float(given)
+    problems.append(
+        Problem(
+            "keep_warm",
+            f"must be a number of seconds >= 0, not {given!r}: how long a call's warm "
+            "worker waits for the next call of its kind (0: a new container for every call)",
+        )
+    )
+    return 0.0
 
 
 # -- submitting ---------------------------------------------------------------------------
@@ -422,7 +446,7 @@ class _Driver:
 
     def _run(self) -> None:
         session = self.session
-        prepared = session.prepare(self.workload)
+        prepared = session.prepare(self.workload, reconciled_within=_RECONCILE_EVERY)
         record = session.record(prepared, self.run_id)
         self.recorded = True
         for call in self.calls:

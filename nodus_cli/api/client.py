@@ -122,10 +122,11 @@ class Client(CatalogDoors):
         self.close()
 
     def close(self) -> None:
-        """Wait for this client's function calls still in flight, then let go of the
-        records."""
+        """Wait for this client's function calls still in flight, end their warm workers,
+        then let go of the records."""
         if self._inflight_ is not None:
             self._inflight_.close()
+            self._session.end_warm()
         self._session.close()
 
     @property

@@ -12,6 +12,9 @@ Imports stand inside the methods that need them: the package docstring says why.
 
 from __future__ import annotations
 
+import math
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,6 +69,19 @@ class Session:
         self.catalog = str(catalog) if catalog is not None else None
         self.home = Path(home) if home is not None else None
         self._store: RunStore | None = None
+        #: When :meth:`prepare` last reconciled the records (monotonic seconds).
+        self._reconciled = -math.inf
+        self._reconciling = threading.Lock()
+
+    def end_warm(self) -> None:
+        """End the warm workers of this session's place and records (its calls' workers)."""
+        if self.target == CATALOG or self._store is None:
+            return
+        target = self.place()
+        try:
+            target.end_warm()
+        finally:
+            target.close()
 
     def close(self) -> None:
         """Let go of the records."""
@@ -161,13 +177,26 @@ class Session:
     # -- a run's way: prepared, recorded, run -------------------------------------------
 
     def prepare(
-        self, workload: Workload, *, file: str | None = None, pulls: Pulls | None = None
+        self,
+        workload: Workload,
+        *,
+        file: str | None = None,
+        pulls: Pulls | None = None,
+        reconciled_within: float = 0.0,
     ) -> Prepared:
-        """Every check that can refuse the run, before anything is recorded."""
+        """Every check that can refuse the run, before anything is recorded; the records
+        reconciled first, unless this session did so less than ``reconciled_within``
+        seconds ago (a burst of function calls reconciles once, not once per call: each
+        reconcile reads every active run)."""
         from nodus_cli.run import launcher
 
         self.runnable()
-        self.reconcile()
+        with self._reconciling:
+            due = time.monotonic() - self._reconciled >= reconciled_within
+            if due:
+                self._reconciled = time.monotonic()
+        if due:
+            self.reconcile()
         launch = launcher.prepare(
             workload, self.target, self.store, catalog=self.catalog, file=file, pulls=pulls
         )

@@ -46,7 +46,10 @@ channel    writer    kind     fields               meaning
 =========  ========  =======  ===================  =====================================
 replies    runtime   hello    protocol             first and once: the version it speaks;
                                                    a caller of another refuses the worker
-requests   caller    call     item, env            run ITEM's call, with env set for it
+requests   caller    call     item, env, call      run ITEM's call, with env set for it;
+                                                   CALL (optional): the call's folder is
+                                                   CALL_DIR/CALL (a warm worker of single
+                                                   calls), else CALL_DIR itself (a map)
 replies    runtime   done     item, code           ITEM's call ended with exit CODE; its
                                                    outcome.json is written
 =========  ========  =======  ===================  =====================================
@@ -330,7 +333,7 @@ def _raised(exc, protocol, item_dir):
 # -- a warm worker ---------------------------------------------------------------------
 
 #: The warm-worker protocol's version (the table in this module's docstring).
-PROTOCOL = 1
+PROTOCOL = 2
 #: The field that holds a message's kind, and the kinds.
 KIND = "kind"
 HELLO = "hello"
@@ -403,7 +406,6 @@ def worker(call_dir, name):
     folder = os.path.join(call_dir, "workers", name)
     requests = os.fdopen(_fifo(os.path.join(folder, "requests"), os.O_RDONLY), "rb")
     replies = _fifo(os.path.join(folder, "replies"), os.O_WRONLY)
-    function_path = os.path.join(call_dir, "function.pickle")
     cache = {}
     os.write(replies, encode(HELLO, protocol=PROTOCOL))
     while True:
@@ -416,9 +418,14 @@ def worker(call_dir, name):
                 continue
             item = str(request["item"])
             env = dict((str(k), str(v)) for k, v in (request.get("env") or {}).items())
+            sub = request.get("call")
+            base = call_dir if not sub else os.path.join(call_dir, os.path.basename(str(sub)))
         except (ValueError, KeyError, TypeError, AttributeError):
             continue
-        item_dir = os.path.join(call_dir, "items", item)
+        function_path = os.path.join(base, "function.pickle")
+        if function_path not in cache:
+            cache.clear()  # a warm worker of single calls: one function at a time
+        item_dir = os.path.join(base, "items", item)
         try:
             code = _redirected(item_dir, env, lambda: run_call(function_path, item_dir, cache))
         except Exception as exc:  # this runtime failed: still answer the call

@@ -10,6 +10,9 @@ mounted at :data:`CALL_IN_CONTAINER`::
     calls/CALL/items/I/result.pickle    the return value, or exception.pickle
     calls/CALL/items/I/stdout, stderr   a warm worker's output of item I
     calls/CALL/workers/W/requests, replies    a warm worker's FIFOs
+    calls/warm-PID-N/workers/w/...      a warm worker of single calls (its FIFOs), with
+    calls/warm-PID-N/work               its scratch folder, and calls/warm-PID-N/CALL, the
+                                        folder of the call it runs, moved there meanwhile
 
 Values pass whole through files, never through pipes: a 1 GiB result is written to disk
 once and read back with one ``pickle.load`` (about its own size in memory).

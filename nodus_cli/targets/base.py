@@ -418,5 +418,9 @@ class Target(ABC):
     def nodes(self) -> list[NodeInfo]:
         """The machines of this target and what they hold now."""
 
+    def end_warm(self) -> None:  # noqa: B027
+        """End the warm workers this process keeps for single function calls recorded in
+        this target's records (the ``Client`` closes); a target without any does nothing."""
+
     def close(self) -> None:  # noqa: B027
         """Release connections."""

@@ -225,13 +225,25 @@ class FunctionCall:
     call: str
     #: ``"3.11"``: the major.minor version the image's Python must have.
     python: str
+    #: Seconds a single call's warm worker waits idle for the next call of its kind
+    #: (``keep_warm``; 0: a container of its own, ended with the call).
+    keep_warm: float = 0.0
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "call": self.call, "python": self.python}
+        doc: dict[str, Any] = {"name": self.name, "call": self.call, "python": self.python}
+        if self.keep_warm:
+            doc["keep_warm"] = self.keep_warm
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> FunctionCall:
-        return cls(str(doc["name"]), str(doc["call"]), str(doc["python"]))
+        warm = doc.get("keep_warm")
+        return cls(
+            str(doc["name"]),
+            str(doc["call"]),
+            str(doc["python"]),
+            float(warm) if isinstance(warm, int | float) else 0.0,
+        )
 
 
 @struct(frozen=True)

@@ -52,3 +52,15 @@ def test_a_runs_words_for_a_caller_and_quoted_values_as_they_are() -> None:
     assert in_python('name: got "a = b in [requirements]"; write name = "x"') == (
         'name: got "a = b in [requirements]"; pass name="x"'
     )
+
+
+@pytest.mark.parametrize("given", [-1, True, "60s", float("nan")])
+def test_keep_warm_is_seconds_at_least_zero(tmp_path: Path, given: object) -> None:
+    with Client(home=tmp_path / "home") as client, pytest.raises(InvalidWorkload) as caught:
+        client.run(fn=square, args=(2,), image="python:3.11-slim", keep_warm=given)
+    said = {p.loc: p.message for p in caught.value.problems}
+    assert said["keep_warm"] == (
+        f"must be a number of seconds >= 0, not {given!r}: how long a call's warm worker "
+        "waits for the next call of its kind (0: a new container for every call)"
+    )
+    assert not (tmp_path / "home" / "calls").exists()  # nothing was submitted

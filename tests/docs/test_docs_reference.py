@@ -237,9 +237,13 @@ CONFIGS = [b for b in blocks(CONFIG_PAGE) if b.lang == "toml"]
 
 
 def _load_all() -> tuple[
-    config.LocalConfig, config.CatalogConfig, config.LimitsConfig, config.SlurmConfig
+    config.LocalConfig,
+    config.CatalogConfig,
+    config.LimitsConfig,
+    config.SlurmConfig,
+    config.FunctionsConfig,
 ]:
-    return config.local(), config.catalog(), config.limits(), config.slurm()
+    return config.local(), config.catalog(), config.limits(), config.slurm(), config.functions()
 
 
 def test_the_configuration_page_has_examples() -> None:
@@ -256,7 +260,8 @@ def test_every_configuration_example_reads_as_nodus_reads_it(
     path.write_text(block.body, encoding="utf-8")
     monkeypatch.setenv("NODUS_CONFIG", str(path))
     if block.mark is None:
-        loaded = dict(zip(("local", "catalog", "limits", "slurm"), _load_all(), strict=True))
+        names = ("local", "catalog", "limits", "slurm", "functions")
+        loaded = dict(zip(names, _load_all(), strict=True))
         written = tomllib.loads(block.body)
         assert written and set(written) <= set(loaded)
         for name, keys in written.items():  # every value written is the value nodus uses

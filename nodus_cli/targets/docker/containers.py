@@ -68,6 +68,8 @@ class ContainerSpec:
     mounts: tuple[Mount, ...] = ()
     ports: tuple[Port, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
+    #: The engine removes it when it ends (a warm worker whose caller is gone).
+    auto_remove: bool = False
 
     @property
     def nano_cpus(self) -> int:
@@ -161,6 +163,8 @@ def engine_config(spec: ContainerSpec) -> dict[str, Any]:
         "Privileged": False,
         "SecurityOpt": ["no-new-privileges"],
     }
+    if spec.auto_remove:
+        host["AutoRemove"] = True
     if spec.gpu_uuids:
         host["DeviceRequests"] = [
             {

@@ -378,9 +378,19 @@ def _tls_from(folder: str, verify: bool) -> http.Tls:
     )
 
 
-def local(timeout: float = 10.0) -> Engine:
-    """The engine local runs use, checked with a ping: one clear message when it is down."""
+#: The engines :func:`local` pinged, by address, TLS and timeout, with when (monotonic).
+_PINGED: dict[tuple[str, str, float], tuple[float, Engine]] = {}
+
+
+def local(timeout: float = 10.0, fresh_for: float = 0.0) -> Engine:
+    """The engine local runs use, checked with a ping: one clear message when it is down.
+    ``fresh_for``: the engine of the same address pinged less than that many seconds ago
+    is the one returned, not pinged again (a burst of runs, each its target, pings once)."""
     engine = connect(timeout)
+    key = (engine.where, repr(engine.tls), timeout)
+    known = _PINGED.get(key)
+    if known is not None and time.monotonic() - known[0] < fresh_for:
+        return known[1]
     try:
         engine.ping()
     except EngineUnreachable as exc:
@@ -391,6 +401,7 @@ def local(timeout: float = 10.0) -> Engine:
     except EngineError as exc:
         said = f"answered the ping with an error: {exc}"
         raise NodusError(f"the Docker engine at {engine.where} {said}", hint=_HINT) from None
+    _PINGED[key] = (time.monotonic(), engine)
     return engine
 
 

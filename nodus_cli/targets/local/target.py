@@ -79,6 +79,12 @@ if TYPE_CHECKING:
 ENGINE_RETURN_SECONDS = 60.0
 
 
+#: Whether an image runs as root, by engine and image, and when it said so (monotonic);
+#: trusted for this many seconds (as a pinged engine is).
+_ROOT_IMAGES: dict[tuple[str, str], tuple[float, bool]] = {}
+_ROOT_IMAGES_FOR = 5.0
+
+
 class LocalTarget(Target):
     name: ClassVar[str] = "local"
     description: ClassVar[str] = "this machine"
@@ -104,6 +110,13 @@ class LocalTarget(Target):
         #: and the warm workers of each function-map stage, by (run, stage) (.workers).
         self.interpreters: dict[str, str] = {}
         self._pools: dict[tuple[str, str], workers.Pool] = {}
+        #: The runs whose work folder is copied out (``output_dir``): never on a warm
+        #: worker of single calls (.warm), whose work folder is its own.
+        self._copied: set[str] = set()
+        #: The runs this target ran (the others it cleans up after: a dead caller's),
+        #: and those of them with a task not on a warm worker (containers of their own).
+        self._begun: set[str] = set()
+        self._fresh: set[str] = set()
 
     # -- planning ----------------------------------------------------------------------
 
@@ -171,8 +184,8 @@ class LocalTarget(Target):
         return Preparation(price_per_hour=config.local().price_per_hour)
 
     def docker(self) -> engine.Engine:
-        if self._engine is None:
-            self._engine = engine.local()
+        if self._engine is None:  # a burst of runs (function calls) shares one engine
+            self._engine = engine.local(fresh_for=_ROOT_IMAGES_FOR)
         return self._engine
 
     def _refuse_held(self, workload: Workload) -> None:
@@ -260,21 +273,36 @@ class LocalTarget(Target):
             # parent is private (0700), so no other user of this machine can reach it.
             work.chmod(0o777)
         self._work[record.id] = work
+        self._begun.add(record.id)
+        if workload.output_dir:
+            self._copied.add(record.id)
 
     def _runs_as_root(self, image: str) -> bool:
+        # Once per image in a few seconds: a burst of function calls is as many runs.
+        key = (self.docker().where, image)
+        known = _ROOT_IMAGES.get(key)
+        if known is not None and time.monotonic() - known[0] < _ROOT_IMAGES_FOR:
+            return known[1]
         try:
             user = str(self.docker().image_config(image).get("User") or "")
         except engine.EngineFailure:
             return False
-        return user.split(":")[0] in ("", "root", "0")
+        root = user.split(":")[0] in ("", "root", "0")
+        _ROOT_IMAGES[key] = (time.monotonic(), root)
+        return root
 
     def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
+        if task.stage.function is None or not task.stage.function.keep_warm:
+            self._fresh.add(task.run_id)
         if task.stage.function is None:
             return self._run_task(task, ctx)
         # A Python function call: imported here, so a command's run never loads pickle
         # and the function machinery (start-up is felt in CI).
-        from nodus_cli.targets.local import calls, workers
+        from nodus_cli.targets.local import calls, warm, workers
 
+        if warm.eligible(task, task.run_id in self._copied):  # a single call: .warm
+            return warm.run(self, task, ctx)
+        self._fresh.add(task.run_id)
         if task.item is not None:  # .workers
             key = (task.run_id, task.stage.name)
             with self._lock:
@@ -575,8 +603,14 @@ class LocalTarget(Target):
         for pool in pools:  # warm workers (.workers)
             pool.close()
         self._removals.wait(timeout=30)
+        if run_id in self._begun and run_id not in self._fresh:
+            return Cleanup([], [])  # every task ran on a warm worker: nothing is the run's
         eng = self.docker()
         removed: list[str] = []
+        if run_id not in self._begun:  # a dead caller's run (reconcile): its warm workers
+            from nodus_cli.targets.local import warm
+
+            removed += warm.sweep(eng, self.store.root)
         remaining: list[str] = []
         for attempt in range(3):
             found = eng.containers({"label": [f"{LABEL_RUN}={run_id}"]})
@@ -602,6 +636,12 @@ class LocalTarget(Target):
 
     def nodes(self) -> list[NodeInfo]:
         return looking.nodes(self._local_gpus(None), self._claims)
+
+    def end_warm(self) -> None:
+        # Imported here: a command's run never loads the function machinery.
+        from nodus_cli.targets.local import warm
+
+        warm.close(self.store.root)
 
     def close(self) -> None:
         self._claims.close()

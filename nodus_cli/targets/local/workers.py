@@ -32,7 +32,10 @@ changes. A map of 1,000 small calls makes as many containers as run at once.
   without a container per item.
 
 State survives between the calls a worker runs (module globals, the working directory,
-threads): a function that must start clean belongs in ``client.run`` (one container each).
+threads): a function that must start clean belongs in ``client.run(..., keep_warm=0)``.
+
+The warm workers of single calls (:mod:`.warm`) are started, called and watched by the
+same functions (:func:`start`, :func:`call`, :func:`watch`).
 
 The pool drives its target through :class:`Host`, the small public surface
 :class:`~.target.LocalTarget` offers its workers (claim, create, withdraw, attach...):
@@ -66,7 +69,19 @@ if TYPE_CHECKING:
     from nodus_cli.records import RunStore
     from nodus_cli.workload import Stage
 
-__all__ = ["LABEL_WORKER", "Host", "Pool", "refusal"]
+__all__ = [
+    "LABEL_WORKER",
+    "Host",
+    "Output",
+    "Pool",
+    "Worker",
+    "call",
+    "missing",
+    "next_reply",
+    "refusal",
+    "start",
+    "watch",
+]
 
 #: On a worker container: its name within the map (``w0``, ``w1`` ...).
 LABEL_WORKER = "nodus.worker"
@@ -107,7 +122,7 @@ class Host(Protocol):
 
 
 @struct
-class _Worker:
+class Worker:
     name: str
     cid: str
     spec: ContainerSpec
@@ -157,8 +172,8 @@ class Pool:
         self.folder: CallFolder = calls.folder_of(task, target.store.root)
         self.count = task.item.count if task.item is not None else 1
         self.lock = threading.Lock()
-        self.idle: list[_Worker] = []
-        self.everyone: dict[str, _Worker] = {}
+        self.idle: list[Worker] = []
+        self.everyone: dict[str, Worker] = {}
         self.handed: set[int] = set()
         self.numbers = itertools.count()
         #: Why no worker can serve here (an image without Python, a runtime of another
@@ -199,41 +214,20 @@ class Pool:
         item = self.folder.item(task.item.index)
         return calls.ended(task, end, item)
 
-    def _call(self, worker: _Worker, task: Task, ctx: TaskContext) -> TaskEnd:
+    def _call(self, worker: Worker, task: Task, ctx: TaskContext) -> TaskEnd:
         assert task.item is not None
-        index = str(task.item.index)
-        since = time.time()
         if not worker.greeted and (refused := self._greet(worker)) is not None:
             return refused
         env = {k: v for k, v in task.environment(None).items() if k in _ITEM_ENV}
-        output = _Output(self.folder.item(task.item.index), OutputLines(ctx.emit))
-        if worker.alive:
-            try:
-                os.write(worker.requests, bootstrap.encode(bootstrap.CALL, item=index, env=env))
-            except (OSError, ValueError):
-                worker.alive = False
-        while worker.alive:
-            line = _next(worker, _FOLLOW_EVERY)
-            if line is None:
-                output.follow()
-                continue
-            with contextlib.suppress(ValueError, KeyError, TypeError):  # not a done: ignored
-                message = bootstrap.decode(line)
-                if message[bootstrap.KIND] == bootstrap.DONE and message.get("item") == index:
-                    output.finish()
-                    return TaskEnd(TaskState.EXITED, int(message["code"]))
-        output.finish()
-        code = worker.exit_code if worker.exit_code is not None else 137
-        if self.target.stopped(task):
-            return TaskEnd(TaskState.STOPPED, code, "stopped by nodus")
-        return endings.classify_exit(self.target.docker(), worker.cid, code, since, worker.spec)
+        item = self.folder.item(task.item.index)
+        return call(self.target, worker, task, ctx, item, env, {})
 
-    def _greet(self, worker: _Worker) -> TaskEnd | None:
+    def _greet(self, worker: Worker) -> TaskEnd | None:
         """Wait for a new worker's hello: None when it speaks this nodus's protocol (or
         died first: the item then says how); else the end of every item of the stage."""
         line = None
         while line is None and worker.alive:
-            line = _next(worker, _FOLLOW_EVERY)
+            line = next_reply(worker, _FOLLOW_EVERY)
         if line is None:
             return None
         words = refusal(line, runtime.ensure(self.target.store.root))
@@ -245,7 +239,7 @@ class Pool:
             self.broken = end
         return end
 
-    def _put_back(self, worker: _Worker) -> None:
+    def _put_back(self, worker: Worker) -> None:
         """Idle again, or retired: dead, refused, or every item handed out already."""
         with self.lock:
             done = len(self.handed) >= self.count or self.closed or self.broken is not None
@@ -257,71 +251,30 @@ class Pool:
 
     # -- workers -----------------------------------------------------------------------
 
-    def _start(self, task: Task, ctx: TaskContext) -> _Worker | TaskEnd:
+    def _start(self, task: Task, ctx: TaskContext) -> Worker | TaskEnd:
         """A new worker for ``task`` (its allocation through the queue), started."""
         interpreters, image = self.target.interpreters, self.stage.image
         python = interpreters.get(image, local_calls.INTERPRETER)
         found = self._start_with(task, ctx, python)
-        if _missing(found) and python != "python":
+        if missing(found) and python != "python":
             interpreters[image] = "python"
             found = self._start_with(task, ctx, "python")
-        if isinstance(found, TaskEnd) and _missing(found):
+        if isinstance(found, TaskEnd) and missing(found):
             with self.lock:
                 self.broken = replace(found, message=calls.no_python(task))
             return self.broken
         return found
 
-    def _start_with(self, task: Task, ctx: TaskContext, python: str) -> _Worker | TaskEnd:
-        target = self.target
+    def _start_with(self, task: Task, ctx: TaskContext, python: str) -> Worker | TaskEnd:
         name = f"w{next(self.numbers)}"
-        folder = self.folder.create_worker(name)
-        requests = os.open(folder / "requests", os.O_RDWR)
-        replies = os.open(folder / "replies", os.O_RDWR | os.O_NONBLOCK)
-        made: list[ContainerSpec] = []
-
-        def create(uuids: tuple[str, ...]) -> str:
-            spec = self._spec(task, uuids, name, python)
-            made.append(spec)
-            return target.create_container(spec, task)
-
-        def close() -> None:
-            os.close(requests)
-            os.close(replies)
-
-        try:
-            if self.stage.requirements.wants_gpu:
-                uuids, cid = target.claim(task, ctx, create)
-            else:
-                uuids, cid = (), create(())
-        except Ended as ended:
-            close()
-            return ended.end
-        except BaseException:
-            close()
-            raise
-        spec = made[-1]
-        target.attach(task, cid)
-        ctx.submitted()
-        try:
-            target.docker().start(cid)
-        except engine.EngineError as exc:
-            close()
-            target.withdraw(cid)  # before a second try claims the same GPUs
-            return endings.start_failed(exc, task, ctx)
-        except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
-            close()
-            target.withdraw(cid)
-            return TaskEnd(TaskState.INFRASTRUCTURE, 1, lost(exc))
-        started = target.started_on(self.stage, uuids)
-        ctx.started(started)
-        watched, watcher_end = os.pipe()
-        worker = _Worker(name, cid, spec, started, requests, replies, watched, watcher_end)
-        with self.lock:
-            self.everyone[name] = worker
-        threading.Thread(
-            target=self._watch, args=(worker,), name=f"nodus-worker-{name}", daemon=True
-        ).start()
-        return worker
+        fifos = self.folder.create_worker(name)
+        found = start(
+            self.target, task, ctx, fifos, name, lambda u: self._spec(task, u, name, python)
+        )
+        if isinstance(found, Worker):
+            with self.lock:
+                self.everyone[name] = found
+        return found
 
     def _spec(self, task: Task, uuids: tuple[str, ...], name: str, python: str) -> ContainerSpec:
         spec = self.target.container_spec(task, uuids)
@@ -339,30 +292,7 @@ class Pool:
             mounts=(*spec.mounts, *local_calls.mounts(self.target.store.root, task)),
         )
 
-    def _watch(self, worker: _Worker) -> None:
-        """Wait for the worker's container to end; then say so on the watcher's own pipe
-        (the only writer there, as the runtime is on the replies)."""
-        eng = self.target.docker()
-        while True:
-            try:
-                code = eng.wait(worker.cid, None)
-                break
-            except engine.EngineTimeout:
-                continue
-            except engine.EngineError:
-                code = 137  # removed
-                break
-            except engine.EngineUnreachable:
-                if eng.alive():
-                    continue
-                code = 1
-                break
-        worker.exit_code = code
-        with contextlib.suppress(OSError):  # a reader gone already: nobody to tell
-            os.write(worker.watcher_end, b"\n")
-        os.close(worker.watcher_end)
-
-    def _retire(self, worker: _Worker) -> None:
+    def _retire(self, worker: Worker) -> None:
         """End a worker: it reads the end of its requests and exits; then its container goes."""
         worker.close_requests()
         worker.close_replies()
@@ -378,6 +308,125 @@ class Pool:
             with contextlib.suppress(engine.EngineFailure):
                 self.target.docker().remove(worker.cid)
             worker.close_replies()
+
+
+def start(
+    target: Host,
+    task: Task,
+    ctx: TaskContext,
+    fifos: Path,
+    name: str,
+    spec_of: Callable[[tuple[str, ...]], ContainerSpec],
+) -> Worker | TaskEnd:
+    """A new worker for ``task`` (its allocation through the queue), its container made
+    by ``spec_of(gpus)`` and started, talking through the FIFOs in ``fifos``; or how
+    that ended."""
+    requests = os.open(fifos / "requests", os.O_RDWR)
+    replies = os.open(fifos / "replies", os.O_RDWR | os.O_NONBLOCK)
+    made: list[ContainerSpec] = []
+
+    def create(uuids: tuple[str, ...]) -> str:
+        spec = spec_of(uuids)
+        made.append(spec)
+        return target.create_container(spec, task)
+
+    def close() -> None:
+        os.close(requests)
+        os.close(replies)
+
+    try:
+        if task.stage.requirements.wants_gpu:
+            uuids, cid = target.claim(task, ctx, create)
+        else:
+            uuids, cid = (), create(())
+    except Ended as ended:
+        close()
+        return ended.end
+    except BaseException:
+        close()
+        raise
+    spec = made[-1]
+    target.attach(task, cid)
+    ctx.submitted()
+    try:
+        target.docker().start(cid)
+    except engine.EngineError as exc:
+        close()
+        target.withdraw(cid)  # before a second try claims the same GPUs
+        return endings.start_failed(exc, task, ctx)
+    except (engine.EngineUnreachable, engine.EngineTimeout) as exc:
+        close()
+        target.withdraw(cid)
+        return TaskEnd(TaskState.INFRASTRUCTURE, 1, lost(exc))
+    started = target.started_on(task.stage, uuids)
+    ctx.started(started)
+    watched, watcher_end = os.pipe()
+    worker = Worker(name, cid, spec, started, requests, replies, watched, watcher_end)
+    threading.Thread(
+        target=watch, args=(target, worker), name=f"nodus-worker-{name}", daemon=True
+    ).start()
+    return worker
+
+
+def call(
+    target: Host,
+    worker: Worker,
+    task: Task,
+    ctx: TaskContext,
+    item: Path,
+    env: dict[str, str],
+    fields: dict[str, Any],
+) -> TaskEnd:
+    """Hand ``task``'s call (its folder ``item``, with ``env`` set; ``fields`` more of the
+    request) to a greeted ``worker`` and wait for its end, showing its output as it grows."""
+    index = item.name
+    since = time.time()
+    output = Output(item, OutputLines(ctx.emit))
+    if worker.alive:
+        request = bootstrap.encode(bootstrap.CALL, item=index, env=env, **fields)
+        try:
+            os.write(worker.requests, request)
+        except (OSError, ValueError):
+            worker.alive = False
+    while worker.alive:
+        line = next_reply(worker, _FOLLOW_EVERY)
+        if line is None:
+            output.follow()
+            continue
+        with contextlib.suppress(ValueError, KeyError, TypeError):  # not a done: ignored
+            message = bootstrap.decode(line)
+            if message[bootstrap.KIND] == bootstrap.DONE and message.get("item") == index:
+                output.finish()
+                return TaskEnd(TaskState.EXITED, int(message["code"]))
+    output.finish()
+    code = worker.exit_code if worker.exit_code is not None else 137
+    if target.stopped(task):
+        return TaskEnd(TaskState.STOPPED, code, "stopped by nodus")
+    return endings.classify_exit(target.docker(), worker.cid, code, since, worker.spec)
+
+
+def watch(target: Host, worker: Worker) -> None:
+    """Wait for the worker's container to end; then say so on the watcher's own pipe
+    (the only writer there, as the runtime is on the replies)."""
+    eng = target.docker()
+    while True:
+        try:
+            code = eng.wait(worker.cid, None)
+            break
+        except engine.EngineTimeout:
+            continue
+        except engine.EngineError:
+            code = 137  # removed
+            break
+        except engine.EngineUnreachable:
+            if eng.alive():
+                continue
+            code = 1
+            break
+    worker.exit_code = code
+    with contextlib.suppress(OSError):  # a reader gone already: nobody to tell
+        os.write(worker.watcher_end, b"\n")
+    os.close(worker.watcher_end)
 
 
 def refusal(hello: bytes, runtime_folder: Path) -> str | None:
@@ -402,7 +451,7 @@ def refusal(hello: bytes, runtime_folder: Path) -> str | None:
     )
 
 
-def _missing(found: _Worker | TaskEnd) -> bool:
+def missing(found: Worker | TaskEnd) -> bool:
     """The image has no such interpreter (the container's command was not found)."""
     return (
         isinstance(found, TaskEnd)
@@ -411,7 +460,7 @@ def _missing(found: _Worker | TaskEnd) -> bool:
     )
 
 
-def _next(worker: _Worker, timeout: float | None) -> bytes | None:
+def next_reply(worker: Worker, timeout: float | None) -> bytes | None:
     """The worker's next line on its replies; None after ``timeout`` seconds without one,
     or once its container has ended (``alive`` turns False) and every line it wrote
     before is read."""
@@ -438,7 +487,7 @@ def _next(worker: _Worker, timeout: float | None) -> bytes | None:
     return line
 
 
-class _Output:
+class Output:
     """An item's stdout and stderr files, shown as they grow."""
 
     def __init__(self, item: Path, lines: OutputLines) -> None:
