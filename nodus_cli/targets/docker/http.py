@@ -185,6 +185,12 @@ class Stream:
             if isinstance(exc, TimeoutError):
                 raise _failure(exc, self._where, "reading a stream") from None
             raise EngineUnreachable(self._where, _STREAM_CUT) from None
+        except AttributeError:
+            # close() from another thread took the answer's file away in the middle of
+            # a read (http.client then reads from None): the end, as above.
+            if self._closed:
+                return b""
+            raise
 
     def frames(self) -> Iterator[tuple[int, bytes]]:
         """A non-TTY container's output: (1 stdout | 2 stderr, bytes) frames (Docker's

@@ -158,6 +158,24 @@ def test_a_stream_closed_from_another_thread_just_ends() -> None:
         assert list(documents) == []
 
 
+def test_a_stream_closed_while_its_reader_is_inside_a_read_just_ends() -> None:
+    # close() from another thread can take the answer's file away in the middle of a
+    # read, and http.client then fails reading from None: the queue's event thread must
+    # see the end, not die with a traceback.
+    with FakeEngine() as fake:
+        fake.route("GET", API + "/events", chunked([b'{"status":"die"}\n'], "x/json", True))
+        stream = engine.Engine(fake.host).watch({})
+        documents = stream.documents()
+        assert next(documents) == {"status": "die"}
+
+        def cut(size: int) -> bytes:
+            stream.close()
+            raise AttributeError("'NoneType' object has no attribute 'readline'")
+
+        stream._answer.read1 = cut  # type: ignore[method-assign]
+        assert list(documents) == []
+
+
 # -- failures -------------------------------------------------------------------------
 
 
