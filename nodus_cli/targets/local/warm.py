@@ -12,7 +12,9 @@ it (``stage main: on warm worker warm-PID-N``).
   in :mod:`nodus_cli.functions.bootstrap`), its own folder ``NODUS_HOME/calls/warm-PID-N``
   mounted where a call's folder is. While a call runs, the call's folder is moved into the
   worker's (a rename, on the same filesystem) and back once it ended: the worker sees the
-  call it runs and no other. Its ``/nodus/work`` is a scratch folder of its own.
+  call it runs and no other; the run's own work folder goes with it (``NODUS_WORK_DIR``
+  names it), so what a call leaves there is the run's, as on a container of its own. The
+  worker's working directory, ``/nodus/work``, is a scratch folder of its own.
 - **Which calls**: those that ``keep_warm`` (seconds, > 0) and want no GPU, publish no
   port and copy no work folder (``output_dir``). The others get a container of their own,
   as before: a warm worker never holds a GPU between calls, so it never keeps one from
@@ -42,7 +44,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,6 +80,8 @@ __all__ = ["LABEL_WARM", "PREFIX", "close", "eligible", "run", "sweep"]
 LABEL_WARM = "nodus.warm"
 #: A warm worker's folder is ``PREFIX + PID-N`` under ``NODUS_HOME/calls``.
 PREFIX = "warm-"
+#: The run's work folder's name inside the call's folder while a warm worker runs it.
+_RUN_WORK = "run-work"
 #: How often idle workers are looked at (their time up, or dead).
 _REAP_EVERY = 0.2
 #: The worker's name within its folder (its FIFOs are ``workers/w``).
@@ -236,14 +240,32 @@ def _call(host: workers.Host, warm: _Warm, task: Task, ctx: TaskContext) -> Task
             return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus before it started")
         os.rename(own.path, inside)
         try:
-            env = task.environment(WORK_DIR_IN_CONTAINER)
-            item = inside / "items" / str(calls.item_of(task))
-            return workers.call(host, worker, task, ctx, item, env, {"call": own.call})
+            with _lent_work(host.store.work_dir(task.run_id), inside / _RUN_WORK) as lent:
+                where = f"{CALL_IN_CONTAINER}/{own.call}/{_RUN_WORK}" if lent else None
+                env = task.environment(where or WORK_DIR_IN_CONTAINER)
+                item = inside / "items" / str(calls.item_of(task))
+                return workers.call(host, worker, task, ctx, item, env, {"call": own.call})
         finally:
             os.rename(inside, own.path)
     finally:
         host.detach(task)
         _REGISTRY.put_back(warm, task.stage.function.keep_warm)
+
+
+@contextlib.contextmanager
+def _lent_work(work: Path, inside: Path) -> Iterator[bool]:
+    """The run's own work folder, moved where the worker sees it (inside the call's folder,
+    which its container mounts) for the call, and back after it: ``NODUS_WORK_DIR`` is
+    the run's, as on a container of its own, so what the call leaves there is kept or
+    removed with the run, never seen by the next call. False when the run has none."""
+    if not work.is_dir():
+        yield False
+        return
+    os.rename(work, inside)
+    try:
+        yield True
+    finally:
+        os.rename(inside, work)
 
 
 def _greet(host: workers.Host, worker: workers.Worker) -> TaskEnd | None:
