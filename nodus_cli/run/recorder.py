@@ -15,10 +15,10 @@ for every write, while the loop decides what the records say.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from nodus_cli.records import RunStore, StageRecord, StoreError, TaskRecord
+from nodus_cli.records import GpuSample, RunStore, StageRecord, StoreError, TaskRecord
 
 __all__ = ["FLUSH_EVERY", "Recorder"]
 
@@ -71,6 +71,10 @@ class Recorder:
 
     def cost(self, cost: float) -> None:
         self._write(self.store.update_cost, self.run_id, cost)
+
+    def gpu_samples(self, samples: Sequence[GpuSample]) -> None:
+        """A task's GPU-use samples, kept with the run's (never fails the run)."""
+        self._write(self.store.add_gpu_samples, self.run_id, samples)
 
     def _write(self, write: Callable[..., None], *args: Any) -> None:
         """A record write; a full disk is reported once and the run goes on."""

@@ -144,6 +144,8 @@ class StageRun:
         """The task ended with ``status`` (``runtime`` None: it never ran); ``message``
         is kept unless it succeeded."""
         self.cost += cost
+        if end.gpu_use is not None and end.gpu_use.samples:
+            self.records.gpu_samples(end.gpu_use.samples)
         if task.item is None:
             rec = self.record
             rec.status = status
