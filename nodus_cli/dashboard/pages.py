@@ -223,15 +223,18 @@ def run_page(doc: dict[str, Any], gpu: dict[str, Any] | None = None) -> str:
             parts.append(bars(util, "%", width=320, height=120))
             parts.append("<p>peak memory used</p>" + bars(mem, " MiB", width=320, height=120))
     if gpu is not None:
-        parts.append(_gpu_over_time(gpu))
+        parts.append(_gpu_over_time(gpu, doc["status"] in ("pending", "queued", "running")))
     parts.append('<h2>Log</h2><p id="log-state">following the log live…</p>')
     parts.append(f'<pre class="log" id="log" data-stream="/runs/{quote(rid)}/events"></pre>')
     return page(f"Run {rid}", "".join(parts), "/runs")
 
 
-def _gpu_over_time(gpu: dict[str, Any]) -> str:
-    """The run's GPU-use samples (``/api/runs/RUN_ID/gpu``) as two charts over time."""
+def _gpu_over_time(gpu: dict[str, Any], active: bool) -> str:
+    """The run's GPU-use samples (``/api/runs/RUN_ID/gpu``) as two charts over time; a
+    task's readings are recorded when it ends, which a run still going says."""
     head = '<h2 id="gpu-over-time">GPU use over time</h2>'
+    if active:
+        head += "<p><small>a task's readings are charted once it ends</small></p>"
     if not gpu["gpus"]:
         return head + (
             '<p class="empty" id="no-gpu-samples">no GPU use was sampled for this run (it held '

@@ -165,6 +165,21 @@ def test_the_run_page_charts_gpu_use_over_time_and_the_api_gives_it(
     other = web.get("/api/runs").json()["runs"][-1]["id"]  # a run nothing was sampled for
     assert web.get(f"/api/runs/{other}/gpu").json()["gpus"] == []
     assert "no GPU use was sampled for this run" in web.get(f"/runs/{other}").text
+    assert "charted once it ends" not in page  # said only of a run still going
+
+
+def test_a_running_runs_page_says_its_readings_come_as_its_tasks_end(
+    web: TestClient, home: Path
+) -> None:
+    store = RunStore.open(home)
+    record = store.create_run(make_workload(), "local", 2.0, None)
+    store.claim(record.id, os.getpid())  # supervised by a process that lives: this one
+    store.set_running(record.id)
+    store.close()
+    signed_in(web)
+    page = web.get(f"/runs/{record.id}").text
+    assert "stop this run" in page
+    assert "charted once it ends" in page and "no GPU use was sampled" in page
     assert web.get("/api/runs/nope/gpu").status_code == 404
 
 
