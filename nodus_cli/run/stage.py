@@ -146,6 +146,7 @@ class StageRun:
         self.cost += cost
         if end.gpu_use is not None and end.gpu_use.samples:
             self.records.gpu_samples(end.gpu_use.samples)
+            end.gpu_use.samples = []  # the records have them; a fan-out's ends stay small
         if task.item is None:
             rec = self.record
             rec.status = status
