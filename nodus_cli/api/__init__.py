@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from nodus_cli.planning.filters import CHECKS
     from nodus_cli.planning.plan import Plan, StagePlan
     from nodus_cli.planning.ranking import BASIS_RUNTIME, Candidate
+    from nodus_cli.records.gpu_samples import MAX_GPU_SAMPLES, GpuSample
     from nodus_cli.records.logs import LogLine, Stream
     from nodus_cli.records.model import RunStatus, StageStatus
     from nodus_cli.run.reconcile import Stopped, StopResult
@@ -53,6 +54,7 @@ __all__ = [
     "BASIS_RUNTIME",
     "CATALOG",
     "CHECKS",
+    "MAX_GPU_SAMPLES",
     "Call",
     "CallFailed",
     "CallResult",
@@ -64,6 +66,7 @@ __all__ = [
     "Client",
     "Executed",
     "Function",
+    "GpuSample",
     "GroupSpend",
     "ItemResult",
     "LogLine",
@@ -120,6 +123,8 @@ _WHERE = {
     "RemoteError": "nodus_cli.functions.outcome",
     "Client": "nodus_cli.api.client",
     "Executed": "nodus_cli.api.client",
+    "GpuSample": "nodus_cli.records.gpu_samples",
+    "MAX_GPU_SAMPLES": "nodus_cli.records.gpu_samples",
     "GroupSpend": "nodus_cli.run.spending",
     "ItemResult": "nodus_cli.api.runs",
     "LogLine": "nodus_cli.records.logs",

@@ -17,7 +17,7 @@ from nodus_cli.structs import field, struct
 
 if TYPE_CHECKING:
     from nodus_cli.api.session import Session
-    from nodus_cli.records import LogLine, RunRecord, StageRecord, TaskRecord
+    from nodus_cli.records import GpuSample, LogLine, RunRecord, StageRecord, TaskRecord
 
 __all__ = ["ItemResult", "LogView", "Run", "RunResult", "StageResult"]
 
@@ -255,6 +255,12 @@ class Run:
         return "".join(
             line.text + "\n" for line in self.log_lines(stage, item) if line.stream != "nodus"
         )
+
+    def gpu_samples(self) -> list[GpuSample]:
+        """The GPU-use samples of the run's tasks, in time order: one per GPU a task held
+        per reading (empty when nothing was sampled: no GPU, no ``nvidia-smi``, or another
+        target). At most ``MAX_GPU_SAMPLES`` per GPU, thinned evenly over a long run."""
+        return self._session.store.gpu_samples(self.id)
 
     def stop(self) -> bool:
         """Stop the run; False when it was not running."""

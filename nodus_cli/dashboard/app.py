@@ -105,11 +105,19 @@ def create_app(token: str, home: Path | None = None) -> TokenGate:
         run_id = request.path_params["run_id"]
         try:
             doc = data.run(home, run_id)
+            if api_or_page(request):
+                return JSONResponse(doc)
+            gpu = data.gpu(home, doc["id"])
         except NodusError as exc:
             return failure(request, exc, f"Run {run_id}")
-        if api_or_page(request):
-            return JSONResponse(doc)
-        return HTMLResponse(pages.run_page(doc))
+        return HTMLResponse(pages.run_page(doc, gpu))
+
+    def gpu(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            return JSONResponse(data.gpu(home, run_id))
+        except NodusError as exc:
+            return failure(request, exc, f"Run {run_id}")
 
     def stop(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -243,6 +251,7 @@ def create_app(token: str, home: Path | None = None) -> TokenGate:
         Route("/api/gpus", gpus),
         Route("/api/runs", runs),
         Route("/api/runs/{run_id}", run),
+        Route("/api/runs/{run_id}/gpu", gpu),
         Route("/api/runs/{run_id}/stop", stop, methods=["POST"]),
         Route("/api/spend", spend),
         Route("/api/plan", plan, methods=["POST"]),

@@ -18,7 +18,7 @@ from concurrent.futures import TimeoutError as Late
 from pathlib import Path
 from typing import Any
 
-from nodus_cli.api import CATALOG, Client, target_names
+from nodus_cli.api import CATALOG, MAX_GPU_SAMPLES, Client, target_names
 from nodus_cli.errors import NodusError
 
 __all__ = [
@@ -83,6 +83,24 @@ def run(home: Path | None, run_id: str) -> dict[str, Any]:
     with _client(home) as client:
         client.reconcile()
         return {"version": JSON_VERSION, **client.get(run_id).result(tasks=True).as_json(True)}
+
+
+def gpu(home: Path | None, run_id: str) -> dict[str, Any]:
+    """One run's GPU-use samples, per GPU in time order; UsageError for an unknown id."""
+    with _client(home) as client:
+        run = client.get(run_id)
+        samples = run.gpu_samples()
+    per_gpu: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        per_gpu.setdefault(s.uuid, []).append(
+            {"time": s.time, "utilization": s.utilization, "memory_used_mib": s.memory_used_mib}
+        )
+    return {
+        "version": JSON_VERSION,
+        "id": run.id,
+        "max_points_per_gpu": MAX_GPU_SAMPLES,
+        "gpus": [{"uuid": u, "samples": points} for u, points in per_gpu.items()],
+    }
 
 
 class LogTail:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-__all__ = ["bars", "esc", "notice", "page", "table"]
+__all__ = ["bars", "esc", "lines", "notice", "page", "table"]
 
 NAV = (
     ("/", "GPUs & queue"),
@@ -89,4 +89,40 @@ def bars(
     return (
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" '
         f'height="{height}" role="img">{peak}{"".join(parts)}</svg>'
+    )
+
+
+def lines(
+    series: Sequence[tuple[str, Sequence[tuple[float, float]]]],
+    unit: str = "",
+    width: int = 640,
+    height: int = 160,
+) -> str:
+    """A line chart over time as inline SVG: one line per (name, [(seconds, value)]),
+    named in a legend; the time axis runs from the first point of any line to the last."""
+    drawn = [(name, points) for name, points in series if points]
+    if not drawn:
+        return '<p class="empty">nothing to draw yet</p>'
+    start = min(t for _, points in drawn for t, _ in points)
+    took = max(t for _, points in drawn for t, _ in points) - start
+    span = took or 1.0
+    top = max((v for _, points in drawn for _, v in points), default=0.0) or 1.0
+    inner = height - 20
+    parts = []
+    for i, (name, points) in enumerate(drawn):
+        xy = " ".join(
+            f"{(t - start) / span * width:.1f},{inner - max(0.0, v) / top * inner:.1f}"
+            for t, v in points
+        )
+        parts.append(
+            f'<polyline class="line line-{i % 6}" fill="none" points="{xy}">'
+            f"<title>{esc(name)}</title></polyline>"
+            f'<text class="legend line-{i % 6}" x="{width - 4}" y="{12 + 12 * i}" '
+            f'text-anchor="end">{esc(name)}</text>'
+        )
+    peak = f'<text x="2" y="12" class="peak">max {top:g}{esc(unit)}</text>'
+    axis = f'<text x="2" y="{height - 5}">over {took:.0f} s</text>'
+    return (
+        f'<svg class="chart timeline" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" role="img">{peak}{axis}{"".join(parts)}</svg>'
     )

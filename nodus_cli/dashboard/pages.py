@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from nodus_cli.dashboard.data import STATUSES
-from nodus_cli.dashboard.html import bars, esc, notice, page, table
+from nodus_cli.dashboard.html import bars, esc, lines, notice, page, table
 from nodus_cli.text import money
 
 __all__ = [
@@ -143,7 +143,7 @@ def runs_page(doc: dict[str, Any], error: tuple[str, str | None] | None = None) 
     return page("Runs", body, "/runs")
 
 
-def run_page(doc: dict[str, Any]) -> str:
+def run_page(doc: dict[str, Any], gpu: dict[str, Any] | None = None) -> str:
     rid = str(doc["id"])
     head = table(
         ["workload", "target", "status", "exit", "cost", "started", "ended"],
@@ -222,9 +222,41 @@ def run_page(doc: dict[str, Any]) -> str:
             parts.append(f"<h2>GPU use of {esc(s['name'])}</h2><p>peak utilisation</p>")
             parts.append(bars(util, "%", width=320, height=120))
             parts.append("<p>peak memory used</p>" + bars(mem, " MiB", width=320, height=120))
+    if gpu is not None:
+        parts.append(_gpu_over_time(gpu, doc["status"] in ("pending", "queued", "running")))
     parts.append('<h2>Log</h2><p id="log-state">following the log live…</p>')
     parts.append(f'<pre class="log" id="log" data-stream="/runs/{quote(rid)}/events"></pre>')
     return page(f"Run {rid}", "".join(parts), "/runs")
+
+
+def _gpu_over_time(gpu: dict[str, Any], active: bool) -> str:
+    """The run's GPU-use samples (``/api/runs/RUN_ID/gpu``) as two charts over time; a
+    task's readings are recorded when it ends, which a run still going says."""
+    head = '<h2 id="gpu-over-time">GPU use over time</h2>'
+    if active:
+        head += "<p><small>a task's readings are charted once it ends</small></p>"
+    if not gpu["gpus"]:
+        return head + (
+            '<p class="empty" id="no-gpu-samples">no GPU use was sampled for this run (it held '
+            "no GPU, ended before the first reading, or its target cannot sample)</p>"
+        )
+
+    def series(key: str) -> list[tuple[str, list[tuple[float, float]]]]:
+        return [
+            (
+                g["uuid"][-8:],
+                [(p["time"], float(p[key])) for p in g["samples"] if p[key] is not None],
+            )
+            for g in gpu["gpus"]
+        ]
+
+    return (
+        head
+        + "<p>utilisation (%)</p>"
+        + lines(series("utilization"), "%", height=140)
+        + "<p>memory used (MiB)</p>"
+        + lines(series("memory_used_mib"), " MiB", height=140)
+    )
 
 
 def stopped_page(doc: dict[str, Any]) -> str:

@@ -5,6 +5,7 @@
   maps onto a row :mod:`~nodus_cli.records.rows`, its reads :mod:`~nodus_cli.records.queries`;
 - :mod:`~nodus_cli.records.model`: what a record holds;
 - :mod:`~nodus_cli.records.logs`: a run's output as JSON lines;
+- :mod:`~nodus_cli.records.gpu_samples`: a run's GPU use over time, bounded;
 - :mod:`~nodus_cli.records.process`: who supervises a run, and whether it still lives;
 - :mod:`~nodus_cli.records.history`: the runtime measurements plans rank by, and
   :mod:`~nodus_cli.records.keys` what they are keyed by.
@@ -19,6 +20,7 @@ from nodus_cli.lazy import exports
 # The package's names are loaded when first used: `from nodus_cli.records.model import
 # RunStatus` (the API's handles, a plan) must not open SQLite, start-up is felt in CI.
 if TYPE_CHECKING:
+    from nodus_cli.records.gpu_samples import GpuSample
     from nodus_cli.records.history import runtime_lookup
     from nodus_cli.records.keys import config_key, fingerprint
     from nodus_cli.records.logs import LogLine, LogWriter, Stream
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from nodus_cli.records.store import RunStore, StoreError, new_run_id, now_iso, open_store
 
 _WHERE = {
+    "GpuSample": "nodus_cli.records.gpu_samples",
     "runtime_lookup": "nodus_cli.records.history",
     "config_key": "nodus_cli.records.keys",
     "fingerprint": "nodus_cli.records.keys",
@@ -51,6 +54,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "GpuSample",
     "LogLine",
     "LogWriter",
     "RunRecord",

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Concatenate, ParamSpec, TypeVar
 
 from nodus_cli import config
 from nodus_cli.errors import NodusError, UsageError
-from nodus_cli.records import logs, queries, schema
+from nodus_cli.records import gpu_samples, logs, queries, schema
 from nodus_cli.records.keys import fingerprint
 from nodus_cli.records.model import RunRecord, RunStatus, StageRecord, StageStatus, TaskRecord
 from nodus_cli.records.process import hostname, process_start
@@ -462,7 +462,11 @@ class RunStore:
             db.execute("DELETE FROM tasks WHERE run_id=?", (run_id,))
             db.execute("DELETE FROM stages WHERE run_id=?", (run_id,))
             db.execute("DELETE FROM runs WHERE id=?", (run_id,))
-        for path in (self._logs / f"{run_id}.jsonl", self.stderr_path(run_id)):
+        for path in (
+            self._logs / f"{run_id}.jsonl",
+            self.stderr_path(run_id),
+            self._gpu_path(run_id),
+        ):
             with contextlib.suppress(OSError):
                 path.unlink()
         with contextlib.suppress(OSError):  # not there, or it holds something: kept
@@ -600,6 +604,17 @@ class RunStore:
         except OSError:
             return []
         return [p.stem for p in names]
+
+    def _gpu_path(self, run_id: str) -> Path:
+        return self._logs / f"{run_id}.gpu"
+
+    def add_gpu_samples(self, run_id: str, samples: Sequence[gpu_samples.GpuSample]) -> None:
+        """Keep a task's GPU-use samples with the run's (bounded: see :mod:`.gpu_samples`)."""
+        gpu_samples.write(self._gpu_path(run_id), samples)
+
+    def gpu_samples(self, run_id: str) -> list[gpu_samples.GpuSample]:
+        """A run's GPU-use samples in time order (none when nothing was sampled)."""
+        return gpu_samples.read(self._gpu_path(run_id))
 
     def stderr_path(self, run_id: str) -> Path:
         """Where a background supervisor's own stderr goes (a crash's traceback)."""

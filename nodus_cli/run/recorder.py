@@ -5,7 +5,9 @@ Contract: no write here stops a run. A write the store refuses (a full disk, a f
 turned read-only) is kept as a problem, once per message, for the driver to report when
 the run ends; the run itself goes on and its outcome is still returned. The tasks of a
 fan-out stage are written at most every :data:`FLUSH_EVERY` seconds (or 500 at once), in
-one transaction, and :meth:`Recorder.flush` with ``force`` writes what is left.
+one transaction, with the GPU-use samples their tasks took (one rewrite of the run's
+bounded samples file per batch, not per task), and :meth:`Recorder.flush` with ``force``
+writes what is left.
 
 Why apart from the loop: a stage of 100,000 items must not cost 100,000 transactions,
 and a full disk must not end a run that is otherwise fine; both are mechanism, the same
@@ -15,10 +17,10 @@ for every write, while the loop decides what the records say.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from nodus_cli.records import RunStore, StageRecord, StoreError, TaskRecord
+from nodus_cli.records import GpuSample, RunStore, StageRecord, StoreError, TaskRecord
 
 __all__ = ["FLUSH_EVERY", "Recorder"]
 
@@ -38,6 +40,7 @@ class Recorder:
         self.problems: list[str] = []
         self._stage = 0  # the stage whose tasks wait in _dirty
         self._dirty: dict[int, TaskRecord] = {}
+        self._samples: list[GpuSample] = []
         self._flushed = 0.0
 
     def stage(self, index: int, record: StageRecord) -> None:
@@ -52,16 +55,20 @@ class Recorder:
         self.flush()
 
     def flush(self, force: bool = False) -> None:
-        """Write the tasks waiting when a batch is due (``force``: now)."""
-        if not self._dirty:
+        """Write the tasks and GPU samples waiting when a batch is due (``force``: now)."""
+        if not self._dirty and not self._samples:
             return
         now = time.monotonic()
         if not force and now - self._flushed < FLUSH_EVERY and len(self._dirty) < _BATCH:
             return
         self._flushed = now
-        batch = list(self._dirty.values())
-        self._dirty.clear()
-        self._write(self.store.save_tasks, self.run_id, self._stage, batch)
+        if self._dirty:
+            batch = list(self._dirty.values())
+            self._dirty.clear()
+            self._write(self.store.save_tasks, self.run_id, self._stage, batch)
+        if self._samples:
+            samples, self._samples = self._samples, []
+            self._write(self.store.add_gpu_samples, self.run_id, samples)
 
     def running(self) -> None:
         self._write(self.store.set_running, self.run_id)
@@ -71,6 +78,11 @@ class Recorder:
 
     def cost(self, cost: float) -> None:
         self._write(self.store.update_cost, self.run_id, cost)
+
+    def gpu_samples(self, samples: Sequence[GpuSample]) -> None:
+        """A task's GPU-use samples: written with the next batch, with the run's."""
+        self._samples.extend(samples)
+        self.flush()
 
     def _write(self, write: Callable[..., None], *args: Any) -> None:
         """A record write; a full disk is reported once and the run goes on."""

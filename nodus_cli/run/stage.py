@@ -144,6 +144,9 @@ class StageRun:
         """The task ended with ``status`` (``runtime`` None: it never ran); ``message``
         is kept unless it succeeded."""
         self.cost += cost
+        if end.gpu_use is not None and end.gpu_use.samples:
+            self.records.gpu_samples(end.gpu_use.samples)
+            end.gpu_use.samples = []  # the records have them; a fan-out's ends stay small
         if task.item is None:
             rec = self.record
             rec.status = status

@@ -3,7 +3,7 @@
 A target that can sample its GPUs while a task runs (the local target, through
 ``nvidia-smi``) hands the driver a :class:`UsageReport` with the task's end; the driver
 says which GPUs were used and warns about those that stayed idle, and the records keep
-the report (``as_json``).
+the report (``as_json``) and its samples over time (:mod:`nodus_cli.records.gpu_samples`).
 
 A GPU counts as used when its utilization went above 1 % in any sample, or when its
 memory in use rose by at least 256 MiB over what it held when the task started.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodus_cli.records.gpu_samples import GpuSample
 from nodus_cli.structs import field, struct
 
 __all__ = ["IDLE_UTILIZATION", "MEMORY_USE_MIB", "GpuPeak", "UsageReport"]
@@ -45,6 +46,9 @@ class UsageReport:
 
     gpus: list[GpuPeak] = field(default_factory=list)
     available: bool = True
+    #: Every reading (thinned as the records keep them); the records keep them apart
+    #: from :meth:`as_json`, which holds the peaks.
+    samples: list[GpuSample] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {

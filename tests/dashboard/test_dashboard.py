@@ -17,7 +17,7 @@ import pytest
 from records_support import make_workload
 from starlette.testclient import TestClient
 
-from nodus_cli.api import Client
+from nodus_cli.api import MAX_GPU_SAMPLES, Client, GpuSample
 from nodus_cli.dashboard import create_app
 from nodus_cli.dashboard.app import MAX_UPLOAD
 from nodus_cli.errors import NodusError
@@ -124,6 +124,63 @@ def test_the_run_page_shows_stages_and_follows_the_log(web: TestClient, home: Pa
     events = web.get(f"/runs/{run_id}/events")  # an ended run: its log, then the end
     assert events.headers["content-type"].startswith("text/event-stream")
     assert "event: end" in events.text
+
+
+def test_the_run_page_charts_gpu_use_over_time_and_the_api_gives_it(
+    web: TestClient, home: Path
+) -> None:
+    store = RunStore.open(home)
+    record = store.create_run(make_workload(), "local", 2.0, None)
+    store.finish_run(record.id, RunStatus.SUCCEEDED, 0, 0.1)
+    a, b = "GPU-aaaaaaaa-0000-0000-0000-000011112222", "GPU-bbbbbbbb-0000-0000-0000-000033334444"
+    store.add_gpu_samples(
+        record.id,
+        [GpuSample(100.0 + t, u, 10.0 * t, 500.0 * t) for t in range(5) for u in (a, b)]
+        + [GpuSample(106.0, a, None, 4000.0)],  # a reading the driver gave no utilization for
+    )
+    store.close()
+    signed_in(web)
+    with Client(home=home) as client:
+        kept = client.get(record.id).gpu_samples()
+    assert len(kept) == 11 and kept[0] == GpuSample(100.0, a, 0.0, 0.0)
+    doc = web.get(f"/api/runs/{record.id}/gpu").json()
+    assert doc["version"] == 1 and doc["id"] == record.id
+    assert doc["max_points_per_gpu"] == MAX_GPU_SAMPLES
+    assert [g["uuid"] for g in doc["gpus"]] == [a, b]
+    assert doc["gpus"][0]["samples"][1] == {
+        "time": 101.0,
+        "utilization": 10.0,
+        "memory_used_mib": 500.0,
+    }
+    assert doc["gpus"][0]["samples"][-1]["utilization"] is None
+    assert len(doc["gpus"][1]["samples"]) == 5
+    page = web.get(f"/runs/{record.id}").text
+    assert "GPU use over time" in page
+    charts = re.findall(r'<svg class="chart timeline".*?</svg>', page)
+    assert len(charts) == 2  # utilisation and memory, one line per GPU in each
+    assert [c.count("<polyline") for c in charts] == [2, 2]
+    assert "11112222" in charts[0] and "33334444" in charts[0]
+    assert "max 40%" in charts[0] and "max 4000 MiB" in charts[1]
+    assert "over 6 s" in charts[1]
+    other = web.get("/api/runs").json()["runs"][-1]["id"]  # a run nothing was sampled for
+    assert web.get(f"/api/runs/{other}/gpu").json()["gpus"] == []
+    assert "no GPU use was sampled for this run" in web.get(f"/runs/{other}").text
+    assert "charted once it ends" not in page  # said only of a run still going
+
+
+def test_a_running_runs_page_says_its_readings_come_as_its_tasks_end(
+    web: TestClient, home: Path
+) -> None:
+    store = RunStore.open(home)
+    record = store.create_run(make_workload(), "local", 2.0, None)
+    store.claim(record.id, os.getpid())  # supervised by a process that lives: this one
+    store.set_running(record.id)
+    store.close()
+    signed_in(web)
+    page = web.get(f"/runs/{record.id}").text
+    assert "stop this run" in page
+    assert "charted once it ends" in page and "no GPU use was sampled" in page
+    assert web.get("/api/runs/nope/gpu").status_code == 404
 
 
 def test_stop_needs_the_dashboards_own_origin(web: TestClient) -> None:

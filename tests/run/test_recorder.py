@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from nodus_cli.records import RunStore, StageRecord, StageStatus, StoreError, TaskRecord
+from nodus_cli.records import (
+    GpuSample,
+    RunStore,
+    StageRecord,
+    StageStatus,
+    StoreError,
+    TaskRecord,
+)
 from nodus_cli.run import recorder
 from nodus_cli.run.recorder import Recorder
 from nodus_cli.workload import Workload, load_text
@@ -99,3 +106,25 @@ def test_a_new_stage_writes_what_the_last_one_left_waiting(store: RunStore, cloc
     assert [t.status for t in store.tasks(rec.id, 1)] == ["running"]
     records.stage(1, StageRecord("after", StageStatus.RUNNING, None))
     assert store.get(rec.id).stages[1].status == "running"
+
+
+def test_gpu_samples_wait_for_the_batch_and_a_forced_flush_writes_them(
+    store: RunStore, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec = store.create_run(_workload(), "local", 0.0, None)
+    records = Recorder(store, rec.id)
+    writes: list[int] = []
+    add = store.add_gpu_samples
+
+    def counted(run_id: str, samples: list[GpuSample]) -> None:
+        writes.append(len(samples))
+        add(run_id, samples)
+
+    monkeypatch.setattr(store, "add_gpu_samples", counted)
+    records.gpu_samples([GpuSample(1.0, "GPU-a", 50.0, 100.0)])  # the first: at once
+    for t in (2.0, 3.0, 4.0):  # tasks ending within the batch's half second
+        records.gpu_samples([GpuSample(t, "GPU-a", 50.0, 100.0)])
+    assert writes == [1] and len(store.gpu_samples(rec.id)) == 1
+    records.flush(force=True)
+    assert writes == [1, 3]  # one rewrite of the run's samples for the batch
+    assert [s.time for s in store.gpu_samples(rec.id)] == [1.0, 2.0, 3.0, 4.0]

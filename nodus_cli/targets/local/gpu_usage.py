@@ -2,7 +2,9 @@
 
 A background thread asks ``nvidia-smi`` for utilization and memory of the GPUs running
 tasks hold (by UUID) every ``NODUS_GPU_SAMPLE_SECONDS`` (default 2 s) and keeps each task's
-peaks, so the summary can say which GPUs were used and warn about those that stayed idle.
+peaks, so the summary can say which GPUs were used and warn about those that stayed idle,
+and its readings over time (thinned to :data:`~nodus_cli.records.gpu_samples.MAX_GPU_SAMPLES`
+per GPU as they come, so a long task holds little), which the records keep for a chart.
 One thread and one call per interval serve every task of the process.
 
 What counts as used is :mod:`nodus_cli.targets.usage`'s rule, which the report carries.
@@ -17,6 +19,7 @@ import subprocess
 import threading
 import time
 
+from nodus_cli.records.gpu_samples import MAX_GPU_SAMPLES, GpuSample, thin
 from nodus_cli.targets.usage import GpuPeak, UsageReport
 
 DEFAULT_INTERVAL = 2.0
@@ -43,6 +46,7 @@ class Sampler:
 
     def __init__(self, uuids: tuple[str, ...], interval: float | None = None) -> None:
         self.peaks = {u: GpuPeak(u) for u in uuids}
+        self.samples: list[GpuSample] = []
         self.interval = interval or interval_from_env()
         self._smi = _which_smi() if uuids else None
         self._lock = threading.Lock()
@@ -63,11 +67,13 @@ class Sampler:
 
     def apply(self, rows: list[tuple[str, float | None, float | None]]) -> None:
         """Fold one reading (uuid, utilization %, memory used MiB) into the peaks."""
+        now = time.time()
         with self._lock:
             for uuid, util, memory in rows:
                 peak = self.peaks.get(uuid)
                 if peak is None or (util is None and memory is None):
                     continue
+                self.samples.append(GpuSample(now, uuid, util, memory))
                 peak.samples += 1
                 if util is not None:
                     peak.max_utilization = max(peak.max_utilization, util)
@@ -75,10 +81,16 @@ class Sampler:
                     if peak.baseline_memory_mib is None:
                         peak.baseline_memory_mib = memory
                     peak.max_memory_used_mib = max(peak.max_memory_used_mib, memory)
+            if len(self.samples) > 2 * MAX_GPU_SAMPLES * len(self.peaks):
+                self.samples = thin(self.samples, MAX_GPU_SAMPLES)
 
     def report(self) -> UsageReport:
         with self._lock:
-            return UsageReport(list(self.peaks.values()), available=self._smi is not None)
+            return UsageReport(
+                list(self.peaks.values()),
+                available=self._smi is not None,
+                samples=thin(self.samples, MAX_GPU_SAMPLES),
+            )
 
 
 def _which_smi() -> str | None:

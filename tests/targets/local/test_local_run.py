@@ -29,6 +29,8 @@ from docker_support import (  # noqa: F401 - fixtures
 )
 from interpreter import python
 
+from nodus_cli.api import Client
+
 pytestmark = pytest.mark.docker
 
 H100 = uuids_of("h100x8")
@@ -354,6 +356,27 @@ def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(nodus_env: Nodus) -> 
     by_uuid = {g["uuid"]: g for g in usage["gpus"]}
     assert by_uuid[busy]["used"] is True and by_uuid[busy]["max_utilization"] == 87
     assert by_uuid[idle]["used"] is False and by_uuid[idle]["samples"] >= 1
+
+
+def test_gpu_use_over_time_is_kept_for_the_run_and_read_through_the_api(
+    nodus_env: Nodus,
+) -> None:
+    busy, idle = H100[:2]
+    util = nodus_env.root / "util.txt"
+    util.write_text(f"{busy}=87:30000\n", "utf-8")
+    path = nodus_env.write(workload("curve", "sleep 1.5", 'gpu = "H100"\ngpu_count = 2\n'))
+    done = nodus_env.run("run", path, gpus="h100x8", NODUS_FAKE_GPU_UTIL_FILE=str(util))
+    assert done.returncode == 0, done.stderr
+    with Client(home=nodus_env.home) as client:
+        samples = client.newest().gpu_samples()
+    by_gpu = {u: [s for s in samples if s.uuid == u] for u in (busy, idle)}
+    assert len(by_gpu[busy]) >= 3 and len(by_gpu[idle]) >= 3  # every 0.2 s for 1.5 s
+    assert {s.utilization for s in by_gpu[busy]} == {87}
+    assert {s.memory_used_mib for s in by_gpu[busy]} == {30000}
+    assert {s.utilization for s in by_gpu[idle]} == {0}
+    assert {s.uuid for s in samples} == {busy, idle}  # only the GPUs the task held
+    times = [s.time for s in samples]
+    assert times == sorted(times) and time.time() - 120 < times[0] <= times[-1] <= time.time()
 
 
 def test_a_run_cancelled_early_is_not_warned_that_its_gpus_stayed_idle(

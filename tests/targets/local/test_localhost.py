@@ -19,6 +19,7 @@ from nodus_cli.errors import NodusError
 from nodus_cli.hardware import smi
 from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.images import ensure as ensure_image
+from nodus_cli.targets.local import gpu_usage
 from nodus_cli.targets.local import machine as localhost
 from nodus_cli.targets.local.gpu_usage import Sampler
 from nodus_cli.workload import Workload, load_text
@@ -137,6 +138,30 @@ def test_sampling_tells_used_from_idle_gpus(machine: pytest.MonkeyPatch) -> None
     assert report.used == [busy, growing]  # utilization, or memory allocated since the start
     assert report.idle == [idle]
     assert report.as_json()["gpus"][0]["max_utilization"] == 55
+
+
+def test_sampling_keeps_each_reading_over_time_bounded(
+    machine: pytest.MonkeyPatch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine.setenv("NODUS_FAKE_GPUS", "h100x8")
+    busy, idle = (g.uuid for g in smi.query_gpus()[:2])
+    sampler = Sampler((busy, idle), interval=0.05)
+    for percent in (10, 60, 30):
+        machine.setenv("NODUS_FAKE_GPU_UTIL", f"{busy}={percent}:{percent * 100}")
+        sampler.sample()
+    kept = sampler.report().samples
+    assert [(s.utilization, s.memory_used_mib) for s in kept if s.uuid == busy] == [
+        (10, 1000),
+        (60, 6000),
+        (30, 3000),
+    ]
+    assert [s.utilization for s in kept if s.uuid == idle] == [0, 0, 0]
+    assert [s.time for s in kept] == sorted(s.time for s in kept)
+    monkeypatch.setattr(gpu_usage, "MAX_GPU_SAMPLES", 4)  # a long task: thinned as it goes
+    for _ in range(20):
+        sampler.sample()
+    assert len(sampler.samples) <= 2 * 4 * 2
+    assert sum(s.uuid == busy for s in sampler.report().samples) == 4
 
 
 def test_sampling_without_nvidia_smi_says_so(machine: pytest.MonkeyPatch, tmp_path: Path) -> None:
