@@ -2,7 +2,8 @@
 peak of ``--top 100000``, table and ``--json``, within 1.5x that of ``nodus runs``).
 
 A history of ``--runs`` ended two-stage runs (default 100,000) is made in a moment: one run
-recorded through the store, copied in SQL under other ids. Then, interleaved for
+recorded through the store, copied in SQL under other ids (the tests' own
+``records_support.long_history``). Then, interleaved for
 ``--rounds`` rounds, each command runs as installed (``_timing.installed_venv``) with its
 output to a file: ``nodus runs`` (the newest 20: the baseline), ``nodus runs --top N`` as a
 pipe would get it (every column in full), and ``nodus runs --top N --json``. Printed per
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -24,51 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _timing import installed_env, nodus_command
+from _timing import REPO, installed_env, nodus_command
 
-from nodus_cli.records import RunStatus, RunStore
-from nodus_cli.workload import load_text
+sys.path.insert(0, str(REPO / "tests"))
+
+from records_support import long_history
 
 GOAL = 1.5
-WORKLOAD = """
-name = "listed"
-image = "nodus-test/busybox:1"
-command = "echo hi"
-gpu = "L4"
-[[stages]]
-name = "prep"
-[[stages]]
-name = "train"
-"""
-
-
-def history(home: Path, count: int) -> None:
-    """``count`` ended runs under ``home`` (one recorded, the others copied in SQL)."""
-    result = load_text(WORKLOAD, "listed.toml")
-    assert result.workload is not None, result.problems
-    store = RunStore.open(home)
-    try:
-        run = store.create_run(result.workload, "local", 0.0, None)
-        store.finish_run(run.id, RunStatus.SUCCEEDED, 0, 0.25)
-    finally:
-        store.close()
-    with sqlite3.connect(home / "runs.sqlite3") as db:
-        runs = [r[1] for r in db.execute("PRAGMA table_info(runs)")]
-        stages = [r[1] for r in db.execute("PRAGMA table_info(stages)")]
-        (row,) = db.execute(f"SELECT {', '.join(runs)} FROM runs").fetchall()
-        rows = db.execute(f"SELECT {', '.join(stages)} FROM stages").fetchall()
-        at, key = runs.index("started_at"), stages.index("run_id")
-        start = time.time() - count
-        copies, their_stages = [], []
-        for i in range(count - 1):
-            moment = time.gmtime(start + i)
-            run_id = time.strftime("%Y%m%d-%H%M%S-", moment) + f"{i:06x}"
-            copy = list(row)
-            copy[0], copy[at] = run_id, time.strftime("%Y-%m-%dT%H:%M:%S+00:00", moment)
-            copies.append(copy)
-            their_stages += [[*s[:key], run_id, *s[key + 1 :]] for s in rows]
-        db.executemany(f"INSERT INTO runs VALUES ({', '.join('?' * len(runs))})", copies)
-        db.executemany(f"INSERT INTO stages VALUES ({', '.join('?' * len(stages))})", their_stages)
 
 
 def measure(cmd: list[str], env: dict[str, str], out: Path) -> tuple[float, int, int]:
@@ -91,7 +53,7 @@ def main() -> None:
     parser.add_argument("--make", metavar="HOME", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.make:
-        history(Path(args.make), args.runs)
+        long_history(Path(args.make), args.runs)
         return
     nodus = nodus_command()
     with tempfile.TemporaryDirectory() as tmp:
