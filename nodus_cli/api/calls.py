@@ -249,7 +249,7 @@ class Calls(Sequence[Call[T]]):
             return self.cancel()
         from nodus_cli.run.reconcile import Stopped
 
-        self._stopped_by("calls.stop()")
+        self.note_stopped_by("calls.stop()")
         return self._session.stop_run(self.id).result == Stopped.STOPPED
 
     def cancel(self) -> bool:
@@ -258,13 +258,15 @@ class Calls(Sequence[Call[T]]):
         if self.done():
             return False
         self._cancelled = True
-        self._stopped_by("calls.cancel()")
+        self.note_stopped_by("calls.cancel()")
         if self._calls and self._calls[0].recorded:
             self._session.store.request_stop(self.id)
         for call in self._calls:
             Future.cancel(call)
         return True
 
-    def _stopped_by(self, words: str) -> None:
+    def note_stopped_by(self, words: str) -> None:
+        """Say who stops every item's call, unless it was said already (as
+        :meth:`Call.note_stopped_by`)."""
         for call in self._calls:
             call.note_stopped_by(words)
