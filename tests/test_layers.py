@@ -317,15 +317,13 @@ def test_the_rule_on_targets_knows_the_targets() -> None:
 
 #: The most lines a module of nodus_cli may have: a longer one holds more than one concept.
 MAX_MODULE_LINES = 700
-#: Modules whose split is under way in a branch (removed when it lands).
-_BEING_SPLIT: set[str] = set()
 
 
 def test_no_module_is_over_the_length_limit() -> None:
     long = []
     for name, path in modules().items():
         n = len(path.read_text("utf-8").splitlines())
-        if n > MAX_MODULE_LINES and name not in _BEING_SPLIT:
+        if n > MAX_MODULE_LINES:
             long.append(f"{name} ({path.relative_to(REPO)}) has {n} lines")
     assert not long, (
         f"modules over {MAX_MODULE_LINES} lines (split each by concept, one module a noun):\n"
