@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from nodus_cli.errors import InvalidWorkload
 from nodus_cli.structs import fields, replace, struct
-from nodus_cli.workload.hints import in_python
 
 if TYPE_CHECKING:
     from nodus_cli.workload import Workload
@@ -49,6 +48,7 @@ def workload_of(arguments: Mapping[str, Any]) -> Workload:
     """The workload of ``client.run()``'s keyword arguments (InvalidWorkload lists every
     problem)."""
     from nodus_cli.workload import normalize
+    from nodus_cli.workload.hints import in_python
 
     doc = _document(arguments)
     image = doc.get("image")
