@@ -322,6 +322,38 @@ def test_two_users_never_get_one_device(nodus_env: Nodus) -> None:
         shutil.rmtree(other, ignore_errors=True)
 
 
+def _copy_runtime_dependencies(site: Path, lib: Path) -> None:
+    """Copy nodus's runtime dependencies, and theirs, from ``site`` into ``lib``: the
+    other user may not be able to enter the checkout's virtual environment either."""
+    import re
+    import shutil
+    from importlib import metadata
+
+    wanted, seen = ["nodus-cli"], set()
+    while wanted:
+        name = re.sub(r"[-_.]+", "-", wanted.pop()).lower()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # in the standard library, or not needed on this Python
+        for requirement in dist.requires or []:
+            found = re.match(r"[A-Za-z0-9_.-]+", requirement)
+            if found and "extra ==" not in requirement:
+                wanted.append(found.group(0))
+        if name == "nodus-cli":
+            continue  # copied from the checkout
+        tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith("..")}
+        for top in tops - {"__pycache__"}:
+            source = site / top
+            if source.is_dir() and not (lib / top).exists():
+                shutil.copytree(source, lib / top, ignore=shutil.ignore_patterns("__pycache__"))
+            elif source.is_file():
+                shutil.copy2(source, lib / top)
+
+
 def _as_another_user(nodus_env: Nodus, other: Path, socket_group: int, group: str) -> None:
     hold = nodus_env.write(workload("mine", f"{STAMP}; sleep 2; {STAMP}", 'gpu = "L4"\n'), "m.toml")
     theirs = other / "theirs.toml"
@@ -337,6 +369,7 @@ def _as_another_user(nodus_env: Nodus, other: Path, socket_group: int, group: st
     skip = shutil.ignore_patterns("__pycache__")
     shutil.copytree(REPO / "nodus_cli", other / "lib" / "nodus_cli", ignore=skip)
     shutil.copytree(REPO / "tests" / "fakes", other / "fakes", ignore=skip)
+    _copy_runtime_dependencies(site, other / "lib")
     env = {
         **nodus_env.environ("l4x1"),
         "HOME": str(other),
