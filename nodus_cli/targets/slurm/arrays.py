@@ -1,0 +1,336 @@
+"""A fan-out stage on Slurm as ONE job array, followed item by item.
+
+Contract: :class:`ArrayRun` submits every item of a stage with one ``sbatch
+--array=0-(N-1)%parallel`` (the GPUs, CPUs, memory and limits of each array task exactly
+as for a single job: :meth:`ArrayHost.job_options`), then follows the whole array with
+one ``squeue`` per look (and one ``sacct`` when some of it left the queue), and reports
+each item through its own :class:`~nodus_cli.targets.base.ItemContext`: submitted with
+its array task's job id (``JOBID_INDEX``, recorded as the item's ``job_id``), waiting
+with Slurm's reason in words (an item held back only by ``parallel``,
+``JobArrayTaskLimit``, is not waiting for capacity), started on its node with the GPUs
+it was given, its output lines from its own file, and its end from ``sacct``.
+
+The items are written into the run's folder (``items/STAGE/INDEX``, one file
+each); the script reads its own by ``SLURM_ARRAY_TASK_ID`` (:func:`.script.batch_script`).
+A job Slurm requeues (preemption with ``PreemptMode=REQUEUE``, ``scontrol requeue``)
+is cancelled and ends the item as an infrastructure failure in words
+(:data:`REQUEUED`): the driver's ``--retries`` then resubmits it with the same model and
+count, and nothing reruns behind nodus's back.
+
+Why apart from :mod:`.target`: one submission for many items is its own loop (who is
+pending, who runs, who ended) over Slurm's array ids; the single job's loop stays short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from nodus_cli.targets.base import ItemContext, Started, Task, TaskContext, TaskEnd, TaskState
+from nodus_cli.targets.slurm import parse
+from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, environ, slurm
+from nodus_cli.targets.slurm.script import batch_script
+
+if TYPE_CHECKING:
+    from nodus_cli.workload import Stage
+
+__all__ = [
+    "ACCOUNTING_SECONDS",
+    "ARRAY_SACCT_FIELDS",
+    "PENDING_STATES",
+    "POLL_SECONDS",
+    "THROTTLED",
+    "ArrayHost",
+    "ArrayRun",
+    "follow",
+    "look_up",
+    "requeued",
+]
+
+#: How often the array (or a single job) is looked at while it waits or runs.
+POLL_SECONDS = 0.5
+#: How long ``sacct`` may lag behind a job that left the queue.
+ACCOUNTING_SECONDS = 30.0
+#: ``sacct`` of an array's tasks: as :data:`.parse.SACCT_FIELDS`, with ``JobID``
+#: (``123_4``) where a single job's ``JobIDRaw`` is its id.
+ARRAY_SACCT_FIELDS = "JobID,JobName,State,ExitCode,ElapsedRaw,NodeList"
+#: Squeue's states of a job that waits to run.
+PENDING_STATES = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
+#: Pending reasons that are the array's own ``parallel`` limit, not waiting for capacity.
+THROTTLED = ("JobArrayTaskLimit", "None")
+
+
+def requeued(job_id: str) -> TaskEnd:
+    """A job Slurm put back in its queue after it ran: not the workload's failure."""
+    return TaskEnd(
+        TaskState.INFRASTRUCTURE,
+        1,
+        f"Slurm requeued job {job_id} after it started (preempted for a job of higher "
+        "priority, or requeued by an administrator); nodus cancelled the requeued job so "
+        "that --retries resubmits it with the same GPU model and count",
+    )
+
+
+class ArrayHost(Protocol):
+    """What :class:`ArrayRun` needs of the Slurm target."""
+
+    #: False (``--no-wait``): an item Slurm cannot start at once is cancelled.
+    queue_jobs: bool
+
+    def job_options(self, stage: Stage) -> list[str]:
+        """The ``sbatch`` options of one job of ``stage`` (GRES, CPUs, memory, limits)."""
+
+    def started_on(self, task: Task, where: str, devices: Path) -> Started:
+        """What a task that runs on node ``where`` holds (its GPUs from ``devices``)."""
+
+    def holders(self, stage: Stage) -> str:
+        """Who holds the GPUs ``stage`` waits for, in words (empty: Slurm cannot say)."""
+
+    def pending(self, reason: str, holders: str) -> str:
+        """Slurm's pending reason in words."""
+
+    def end_of(self, ended: parse.Ended) -> TaskEnd:
+        """How a job's accounting record reads for the driver."""
+
+
+class _Item:
+    """One array task as followed: its context, whether it ran, its output offset."""
+
+    def __init__(self, task: Task, ctx: ItemContext, job_id: str) -> None:
+        self.task = task
+        self.ctx = ctx
+        self.job_id = job_id
+        self.running = False
+        self.said = ""
+        self.offset = 0
+        self.gone_at: float | None = None  # when it left the queue (monotonic)
+        self.end: TaskEnd | None = None  # decided before sacct (requeued, --no-wait)
+        self.stopping = False
+
+
+class ArrayRun:
+    """Every item of one fan-out stage as one job array; :meth:`run` until all ended."""
+
+    def __init__(
+        self, host: ArrayHost, tasks: Sequence[Task], contexts: Sequence[ItemContext]
+    ) -> None:
+        self.host = host
+        self.tasks = list(tasks)
+        self.contexts = list(contexts)
+        self.stage = tasks[0].stage
+        self.array_id: str | None = None
+        self._items: dict[int, _Item] = {}
+        self._lock = threading.Lock()
+        self._stop_all = False
+
+    def _key(self) -> str:
+        return self.stage.name
+
+    def submit(self, run_dir: Path, work_dir: Path, parallel: int) -> str:
+        """Write the items and the script, ``sbatch`` the array; its job id."""
+        first = self.tasks[0]
+        items = run_dir / "items" / self._key()
+        items.mkdir(parents=True, exist_ok=True)
+        for task in self.tasks:
+            assert task.item is not None  # a fan-out stage's tasks
+            (items / str(task.item.index)).write_text(task.item.value)
+        script = run_dir / f"{self._key()}.array.sh"
+        devices = run_dir / f"{self._key()}.array.devices"
+        script.write_text(batch_script(first, str(work_dir), str(devices), items=str(items)))
+        count = len(self.tasks)
+        throttle = f"%{parallel}" if parallel < count else ""
+        env = first.environment(str(work_dir))
+        env.pop("NODUS_ITEM", None)  # the script sets each task's own
+        env.pop("NODUS_ITEM_INDEX", None)
+        out = slurm(
+            "sbatch",
+            "--parsable",
+            f"--job-name=nodus-{first.run_id}-{self._key()}",
+            f"--array=0-{count - 1}{throttle}",
+            f"--output={run_dir / f'{self._key()}.array.%a.out'}",
+            f"--chdir={run_dir}",
+            *self.host.job_options(self.stage),
+            str(script),
+            env=environ(env),
+        )
+        return out.strip().split(";")[0]
+
+    def run(self, run_dir: Path, work_dir: Path, parallel: int) -> None:
+        """Submit, then follow every item until each has ended (reported)."""
+        try:
+            self.array_id = self.submit(run_dir, work_dir, parallel)
+        except (SlurmDown, SlurmRefused) as exc:
+            words = f"Slurm refused the job array: {exc}"
+            kind = TaskState.CANNOT_START
+            if isinstance(exc, SlurmDown):
+                words, kind = f"the Slurm controller: {exc}", TaskState.INFRASTRUCTURE
+            for ctx in self.contexts:
+                ctx.ended(TaskEnd(kind, 1, words))
+            return
+        with self._lock:
+            for task, ctx in zip(self.tasks, self.contexts, strict=True):
+                assert task.item is not None
+                job = f"{self.array_id}_{task.item.index}"
+                self._items[task.item.index] = _Item(task, ctx, job)
+                ctx.submitted(f"submitted as Slurm job {job} (array {self.array_id})", job_id=job)
+            stop_all = self._stop_all
+        if stop_all:
+            self._cancel(self.array_id)
+        while self._items:
+            with contextlib.suppress(SlurmDown):  # not answering this time: ask again
+                self._look(run_dir)
+            if self._items:
+                time.sleep(POLL_SECONDS)
+
+    def stop(self, index: int | None = None) -> None:
+        """Stop item ``index`` (every item: None), from any thread."""
+        with self._lock:
+            if index is None:
+                self._stop_all = True
+                targets = list(self._items.values())
+            else:
+                found = self._items.get(index)
+                targets = [found] if found is not None else []
+            for item in targets:
+                item.stopping = True
+        if index is None and self.array_id is not None:
+            self._cancel(self.array_id)
+        for item in targets:
+            self._cancel(item.job_id)
+
+    def holds(self, index: int) -> bool:
+        """Whether item ``index`` is still followed here."""
+        with self._lock:
+            return index in self._items
+
+    def _cancel(self, job_id: str) -> None:
+        with contextlib.suppress(SlurmRefused, SlurmDown):
+            slurm("scancel", job_id)
+
+    def _look(self, run_dir: Path) -> None:
+        assert self.array_id is not None
+        try:
+            text = slurm("squeue", "-h", "-r", "-j", self.array_id, "-o", parse.QUEUE_FORMAT)
+        except SlurmRefused:
+            text = ""  # "Invalid job id": the whole array left the queue
+        queued = {j.job_id: j for j in parse.queued_jobs(text)}
+        now = time.monotonic()
+        gone: list[_Item] = []
+        holders: str | None = None
+        for index, item in sorted(self._items.items()):
+            state = queued.get(item.job_id)
+            if state is None:
+                item.gone_at = item.gone_at or now
+                gone.append(item)
+                continue
+            out = run_dir / f"{self._key()}.array.{index}.out"
+            devices = run_dir / f"{self._key()}.array.devices.{index}"
+            if state.state in PENDING_STATES:
+                if item.running:  # it ran, and Slurm put it back in the queue
+                    self._cancel(item.job_id)
+                    item.end = item.end or requeued(item.job_id)
+                    continue
+                if state.reason in THROTTLED or item.stopping:
+                    continue
+                if holders is None:
+                    holders = self.host.holders(self.stage) if state.reason == "Resources" else ""
+                words = self.host.pending(state.reason, holders)
+                if not self.host.queue_jobs:
+                    self._cancel(item.job_id)
+                    item.end = item.end or TaskEnd(
+                        TaskState.KILLED,
+                        3,
+                        f"--no-wait: Slurm could not start job {item.job_id} at once: "
+                        f"{words}; cancelled it",
+                    )
+                    continue
+                if words != item.said:
+                    item.said = words
+                    item.ctx.waiting(f"Slurm job {item.job_id}: {words}")
+                continue
+            if not item.running and state.state == "RUNNING":
+                item.running = True
+                item.ctx.started(self.host.started_on(item.task, state.nodes, devices))
+            item.offset = follow(out, item.offset, item.ctx)
+        if gone:
+            self._settle(gone, run_dir, now)
+
+    def _settle(self, gone: list[_Item], run_dir: Path, now: float) -> None:
+        assert self.array_id is not None
+        try:
+            text = slurm("sacct", "-n", "-P", "-X", "-j", self.array_id, "-o", ARRAY_SACCT_FIELDS)
+        except SlurmRefused:
+            text = ""
+        accounted = {j.job_id: j for j in parse.ended_jobs(text)}
+        for item in gone:
+            assert item.task.item is not None
+            index = item.task.item.index
+            found = accounted.get(item.job_id)
+            late = item.gone_at is not None and now - item.gone_at > ACCOUNTING_SECONDS
+            if item.end is None and (found is None or not found.finished) and not late:
+                continue  # sacct lags behind the queue: ask again next time
+            out = run_dir / f"{self._key()}.array.{index}.out"
+            devices = run_dir / f"{self._key()}.array.devices.{index}"
+            if not item.running and found is not None and found.node not in ("", "None assigned"):
+                item.ctx.started(self.host.started_on(item.task, found.node, devices))
+            follow(out, item.offset, item.ctx, final=True)
+            if item.stopping:
+                end = TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
+            elif item.end is not None:
+                end = item.end
+            elif found is None:
+                end = TaskEnd(
+                    TaskState.INFRASTRUCTURE,
+                    1,
+                    f"Slurm job {item.job_id} left no accounting record",
+                )
+            else:
+                end = self.host.end_of(found)
+            with self._lock:
+                self._items.pop(index, None)
+            item.ctx.ended(end)
+
+
+def look_up(job_ids: Sequence[str]) -> tuple[set[str], dict[str, parse.Ended]]:
+    """Which of ``job_ids`` (jobs ``123``, array tasks ``123_4``) Slurm still queues or
+    runs, and the accounting record of each: one ``squeue`` per job and one ``sacct``."""
+    if not job_ids:
+        return set(), {}
+    wanted = set(job_ids)
+    queued: set[str] = set()
+    for job in sorted({j.split("_")[0] for j in job_ids}):
+        try:
+            text = slurm("squeue", "-h", "-r", "-j", job, "-o", parse.QUEUE_FORMAT)
+        except SlurmRefused:
+            continue  # "Invalid job id": it left the queue
+        queued |= {q.job_id for q in parse.queued_jobs(text)} & wanted
+    jobs = ",".join(sorted({j.split("_")[0] for j in job_ids}))
+    try:
+        text = slurm("sacct", "-n", "-P", "-X", "-j", jobs, "-o", ARRAY_SACCT_FIELDS)
+    except SlurmRefused:
+        text = ""
+    accounted = {e.job_id: e for e in parse.ended_jobs(text) if e.job_id in wanted}
+    return queued, accounted
+
+
+def follow(out: Path, offset: int, ctx: TaskContext, final: bool = False) -> int:
+    """Emit the whole lines written to ``out`` since ``offset`` (all of it when
+    ``final``); the new offset."""
+    try:
+        with out.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return offset
+    lines = data.split(b"\n")
+    rest = lines.pop()
+    for line in lines:
+        ctx.emit("stdout", line.decode("utf-8", "replace"))
+    if final and rest:
+        ctx.emit("stdout", rest.decode("utf-8", "replace"))
+        return offset + len(data)
+    return offset + len(data) - len(rest)
