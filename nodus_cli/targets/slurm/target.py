@@ -14,9 +14,8 @@ process that dies leaves them running, and the next nodus command asks ``sacct``
 they ended (:meth:`SlurmTarget.settle`). Only ``nodus stop`` (or Ctrl-C on the
 supervising process) cancels them (``scancel``).
 
-Not built yet (docs/targets.md says so): job arrays for fan-out stages (each item is a
-job of its own), Python functions, preemption and requeue handling, container runtimes
-other than Docker.
+A fan-out stage is one job array (:mod:`.arrays`); ``priority`` is ``--nice`` (:func:`nice_of`).
+Not built yet (docs/targets.md says so): Python functions, runtimes other than Docker.
 """
 
 from __future__ import annotations

@@ -50,12 +50,14 @@ def _accounted(cluster: SlurmCluster, array: str, count: int) -> list[str]:
 def test_a_fan_out_stage_is_one_job_array_with_each_items_variables_and_end(
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
-    command = "echo item $NODUS_ITEM $NODUS_ITEM_INDEX of $NODUS_ITEM_COUNT; test $NODUS_ITEM != b"
+    command = (
+        'echo item $NODUS_ITEM $NODUS_ITEM_INDEX of $NODUS_ITEM_COUNT; test \\"$NODUS_ITEM\\" != b'
+    )
     done = nodus.run("run", _fan(nodus, "fan", command, ["a", "b", "c d"]), "--target", "slurm")
     assert done.returncode == 1, done.stdout + done.stderr
     for line in ("item a 0 of 3", "item b 1 of 3", "item c d 2 of 3"):
         assert line in done.stdout
-    assert "3 items as one submission, up to 2 at once" in done.stdout
+    assert "3 items as one submission, up to 2 at once" in done.stderr
     run = nodus.runs()[0]
     assert "1 of 3 items failed (items 1; item 1 exited with 1)" in run["message"]
     tasks = _tasks(nodus, run["id"])
