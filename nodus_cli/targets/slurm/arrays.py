@@ -6,8 +6,9 @@ as for a single job: :meth:`ArrayHost.job_options`), then follows the whole arra
 one ``squeue`` per look (and one ``sacct`` when some of it left the queue), and reports
 each item through its own :class:`~nodus_cli.targets.base.ItemContext`: submitted with
 its array task's job id (``JOBID_INDEX``, recorded as the item's ``job_id``), waiting
-with Slurm's reason in words (an item held back only by ``parallel``,
-``JobArrayTaskLimit``, is not waiting for capacity), started on its node with the GPUs
+with Slurm's reason in words (an item held back by ``parallel``,
+``JobArrayTaskLimit``, or by the array's own running tasks waits its turn, not for
+capacity), started on its node with the GPUs
 it was given, its output lines from its own file, and its end from ``sacct``.
 
 The items are written into the run's folder (``items/STAGE/INDEX``, one file
@@ -221,6 +222,10 @@ class ArrayRun:
         now = time.monotonic()
         gone: list[_Item] = []
         holders: str | None = None
+        # While some of the array runs, the rest wait their turn behind it (as the items
+        # a driver has not launched yet): only an array none of which runs waits for
+        # capacity, is `queued`, and is what --no-wait refuses.
+        turn = any(j.state not in PENDING_STATES for j in queued.values())
         for index, item in sorted(self._items.items()):
             state = queued.get(item.job_id)
             if state is None:
@@ -234,7 +239,7 @@ class ArrayRun:
                     self._cancel(item.job_id)
                     item.end = item.end or requeued(item.job_id)
                     continue
-                if state.reason in THROTTLED or item.stopping:
+                if state.reason in THROTTLED or item.stopping or turn:
                     continue
                 if holders is None:
                     holders = self.host.holders(self.stage) if state.reason == "Resources" else ""
