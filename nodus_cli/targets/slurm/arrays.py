@@ -126,7 +126,8 @@ class ArrayRun:
         self.array_id: str | None = None
         self._items: dict[int, _Item] = {}
         self._lock = threading.Lock()
-        self._stop_all = False
+        #: Items told to stop before the array was submitted.
+        self._early: set[int] = set()
 
     def _key(self) -> str:
         return self.stage.name
@@ -178,35 +179,27 @@ class ArrayRun:
                 job = f"{self.array_id}_{task.item.index}"
                 self._items[task.item.index] = _Item(task, ctx, job)
                 ctx.submitted(f"submitted as Slurm job {job} (array {self.array_id})", job_id=job)
-            stop_all = self._stop_all
-        if stop_all:
-            self._cancel(self.array_id)
+            early = [self._items[i] for i in sorted(self._early) if i in self._items]
+            for item in early:
+                item.stopping = True
+        for item in early:
+            self._cancel(item.job_id)
         while self._items:
             with contextlib.suppress(SlurmDown):  # not answering this time: ask again
                 self._look(run_dir)
             if self._items:
                 time.sleep(POLL_SECONDS)
 
-    def stop(self, index: int | None = None) -> None:
-        """Stop item ``index`` (every item: None), from any thread."""
+    def stop(self, index: int) -> None:
+        """Stop item ``index`` now, from any thread (before the array is submitted: as
+        soon as it is)."""
         with self._lock:
-            if index is None:
-                self._stop_all = True
-                targets = list(self._items.values())
-            else:
-                found = self._items.get(index)
-                targets = [found] if found is not None else []
-            for item in targets:
-                item.stopping = True
-        if index is None and self.array_id is not None:
-            self._cancel(self.array_id)
-        for item in targets:
-            self._cancel(item.job_id)
-
-    def holds(self, index: int) -> bool:
-        """Whether item ``index`` is still followed here."""
-        with self._lock:
-            return index in self._items
+            item = self._items.get(index)
+            if item is None:
+                self._early.add(index)
+                return
+            item.stopping = True
+        self._cancel(item.job_id)
 
     def _cancel(self, job_id: str) -> None:
         with contextlib.suppress(SlurmRefused, SlurmDown):

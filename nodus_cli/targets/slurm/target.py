@@ -508,9 +508,7 @@ class SlurmTarget(Target):
             job = self._jobs.get(task.key)
             array = self._arrays.get(task.stage.name)
         if job is None and array is not None and task.item is not None:
-            if array.holds(task.item.index):
-                with contextlib.suppress(SlurmDown):
-                    array.stop(task.item.index)
+            array.stop(task.item.index)
             return
         if job is None:
             return
