@@ -18,6 +18,9 @@ is cancelled and ends the item as an infrastructure failure in words
 (:data:`REQUEUED`): the driver's ``--retries`` then resubmits it with the same model and
 count, and nothing reruns behind nodus's back.
 
+:func:`settle_items` reads how an array's items ended when the nodus process that
+followed them died (:meth:`.target.SlurmTarget.settle`).
+
 Why apart from :mod:`.target`: one submission for many items is its own loop (who is
 pending, who runs, who ended) over Slurm's array ids; the single job's loop stays short.
 """
@@ -27,10 +30,11 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from nodus_cli.records import StageStatus, TaskRecord
 from nodus_cli.targets.base import ItemContext, Started, Task, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, environ, slurm
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCOUNTING_SECONDS",
     "ARRAY_SACCT_FIELDS",
+    "DOWN_LOOKS",
     "PENDING_STATES",
     "POLL_SECONDS",
     "THROTTLED",
@@ -50,6 +55,7 @@ __all__ = [
     "follow",
     "look_up",
     "requeued",
+    "settle_items",
 ]
 
 #: How often the array (or a single job) is looked at while it waits or runs.
@@ -59,6 +65,9 @@ ACCOUNTING_SECONDS = 30.0
 #: ``sacct`` of an array's tasks: as :data:`.parse.SACCT_FIELDS`, with ``JobID``
 #: (``123_4``) where a single job's ``JobIDRaw`` is its id.
 ARRAY_SACCT_FIELDS = "JobID,JobName,State,ExitCode,ElapsedRaw,NodeList"
+#: Looks in a row that the controller does not answer before the items still followed
+#: end as failures of the cluster (a single job ends at the first, as before).
+DOWN_LOOKS = 3
 #: Squeue's states of a job that waits to run.
 PENDING_STATES = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
 #: Pending reasons that are the array's own ``parallel`` limit, not waiting for capacity.
@@ -184,11 +193,24 @@ class ArrayRun:
                 item.stopping = True
         for item in early:
             self._cancel(item.job_id)
+        silent = 0
         while self._items:
-            with contextlib.suppress(SlurmDown):  # not answering this time: ask again
+            try:
                 self._look(run_dir)
+                silent = 0
+            except SlurmDown as exc:
+                silent += 1  # not answering this time: ask again, a few times
+                if silent >= DOWN_LOOKS:
+                    self._lost(f"the Slurm controller: {exc}")
             if self._items:
                 time.sleep(POLL_SECONDS)
+
+    def _lost(self, words: str) -> None:
+        """Every item still followed ends as a failure of the cluster (``words``)."""
+        with self._lock:
+            left, self._items = list(self._items.values()), {}
+        for item in left:
+            item.ctx.ended(TaskEnd(TaskState.INFRASTRUCTURE, 1, words))
 
     def stop(self, index: int) -> None:
         """Stop item ``index`` now, from any thread (before the array is submitted: as
@@ -313,6 +335,47 @@ def look_up(job_ids: Sequence[str]) -> tuple[set[str], dict[str, parse.Ended]]:
         text = ""
     accounted = {e.job_id: e for e in parse.ended_jobs(text) if e.job_id in wanted}
     return queued, accounted
+
+
+def settle_items(
+    stage: str, items: list[TaskRecord], price: float, end_of: Callable[[parse.Ended], TaskEnd]
+) -> tuple[bool, int, str | None, str] | None:
+    """A fan-out stage's items whose supervisor died, as Slurm ended them (``items``
+    changed in place; ``price`` per hour): whether the stage succeeded, its exit code and
+    message, and the run's words; None while one of them is still queued or running."""
+    arrays = {t.job_id.split("_")[0] for t in items if t.job_id and "_" in t.job_id}
+    for t in items:  # an item whose id the dead process had not recorded yet
+        if len(arrays) == 1 and t.job_id is None and t.status.active:
+            t.job_id = f"{next(iter(arrays))}_{t.index}"
+    open_ = [t for t in items if t.status.active and t.job_id is not None]
+    queued, accounted = look_up([t.job_id for t in open_ if t.job_id is not None])
+    if queued:
+        return None
+    for t in open_:
+        found = accounted.get(t.job_id or "")
+        if found is None or not found.finished:
+            return None
+        end = end_of(found)
+        ok = end.state == TaskState.EXITED and end.exit_code == 0
+        t.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
+        t.exit_code = end.exit_code
+        t.runtime_seconds = float(found.elapsed_seconds)
+        t.cost = found.elapsed_seconds / 3600 * price
+        t.node = t.node or found.node
+        t.message = None if ok else end.message
+    failed = [t for t in items if t.status == StageStatus.FAILED]
+    failed += [t for t in items if t.status.active]  # never recorded as submitted
+    jobs = f"Slurm job array {', '.join(sorted(arrays))}" if arrays else "its Slurm jobs"
+    if not failed:
+        return True, 0, None, f"{jobs} went on: {len(items)} of {len(items)} items succeeded"
+    first = failed[0]
+    code = first.exit_code or 1
+    lost = "nodus ended before it recorded its Slurm job"
+    why = first.message or (lost if first.status.active else f"exited with {code}")
+    message = (
+        f"stage {stage!r}: {len(failed)} of {len(items)} items failed (item {first.index}: {why})"
+    )
+    return False, code, message, f"{jobs} went on: {message}"
 
 
 def follow(out: Path, offset: int, ctx: TaskContext, final: bool = False) -> int:

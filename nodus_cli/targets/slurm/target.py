@@ -56,8 +56,8 @@ from nodus_cli.targets.slurm.arrays import (
     POLL_SECONDS,
     ArrayRun,
     follow,
-    look_up,
     requeued,
+    settle_items,
 )
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, down_error, environ, slurm
 from nodus_cli.targets.slurm.script import batch_script
@@ -496,11 +496,9 @@ class SlurmTarget(Target):
                 self._arrays.pop(tasks[0].stage.name, None)
 
     def pending(self, reason: str, holders: str) -> str:
-        """Slurm's pending reason in words (:func:`pending_words`)."""
         return pending_words(reason, holders)
 
     def end_of(self, ended: parse.Ended) -> TaskEnd:
-        """How a job's accounting record reads for the driver (:func:`task_end`)."""
         return task_end(ended)
 
     def stop_task(self, task: Task) -> None:
@@ -544,10 +542,14 @@ class SlurmTarget(Target):
                 items = self.store.tasks(record.id, index)
                 if not any(t.job_id for t in items):
                     continue  # never submitted: nodus was not there to
-                settled = self._settle_items(record, stage, items)
+                settled = settle_items(stage.name, items, record.price_per_hour, task_end)
                 if settled is None:
                     return None
-                stages[index], tasks[index], last = stage, items, settled
+                ok, stage.exit_code, stage.message, words = settled
+                stage.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
+                stage.cost = sum(t.cost for t in items)
+                stages[index], tasks[index] = stage, items
+                last = (ok, stage.exit_code, words)
                 continue
             if self._queued(stage.job_id) is not None:
                 return None
@@ -581,44 +583,6 @@ class SlurmTarget(Target):
         if later:
             said += f"; not run: {', '.join(later)} (nodus was not there to submit them)"
         return Settled(RunStatus.FAILED, code or 1, said, stages, tasks)
-
-    def _settle_items(
-        self, record: RunRecord, stage: StageRecord, items: list[TaskRecord]
-    ) -> tuple[bool, int, str] | None:
-        """A fan-out stage's items (``items``, changed in place) as Slurm ended them, and
-        the stage's record from them; None while one of them is still queued or running."""
-        open_ = [t for t in items if t.status.active and t.job_id is not None]
-        queued, accounted = look_up([t.job_id for t in open_ if t.job_id is not None])
-        if queued:
-            return None
-        for t in open_:
-            found = accounted.get(t.job_id or "")
-            if found is None or not found.finished:
-                return None
-            end = task_end(found)
-            ok = end.state == TaskState.EXITED and end.exit_code == 0
-            t.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
-            t.exit_code = end.exit_code
-            t.runtime_seconds = float(found.elapsed_seconds)
-            t.cost = found.elapsed_seconds / 3600 * record.price_per_hour
-            t.node = t.node or found.node
-            t.message = None if ok else end.message
-        failed = [t for t in items if t.status != StageStatus.SUCCEEDED]
-        stage.cost = sum(t.cost for t in items)
-        arrays = sorted({(t.job_id or "").split("_")[0] for t in items if t.job_id})
-        jobs = f"Slurm job array {', '.join(arrays)} went on"
-        if not failed:
-            stage.status, stage.exit_code, stage.message = StageStatus.SUCCEEDED, 0, None
-            return True, 0, f"{jobs}: {len(items)} of {len(items)} items succeeded"
-        first = failed[0]
-        code = first.exit_code or 1
-        why = first.message or f"exited with {code}"
-        stage.status, stage.exit_code = StageStatus.FAILED, code
-        stage.message = (
-            f"stage {stage.name!r}: {len(failed)} of {len(items)} items failed "
-            f"(item {first.index}: {why})"
-        )
-        return False, code, f"{jobs}: {stage.message}"
 
     # -- looking -----------------------------------------------------------------------
 
