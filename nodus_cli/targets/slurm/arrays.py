@@ -52,6 +52,7 @@ __all__ = [
     "THROTTLED",
     "ArrayHost",
     "ArrayRun",
+    "array_words",
     "follow",
     "look_up",
     "requeued",
@@ -335,6 +336,33 @@ def look_up(job_ids: Sequence[str]) -> tuple[set[str], dict[str, parse.Ended]]:
         text = ""
     accounted = {e.job_id: e for e in parse.ended_jobs(text) if e.job_id in wanted}
     return queued, accounted
+
+
+def array_words(job_ids: Sequence[str | None]) -> str | None:
+    """What Slurm's queue holds of a fan-out stage's jobs (its items' ``job_ids``), in
+    words: ``Slurm job array 41: 2 running, 3 pending (Resources)``; None: none of them."""
+    arrays = sorted({j.split("_")[0] for j in job_ids if j})
+    if not arrays:
+        return None
+    wanted = {j for j in job_ids if j}
+    counts: dict[str, int] = {}
+    reasons: set[str] = set()
+    for array in arrays:
+        try:
+            text = slurm("squeue", "-h", "-r", "-j", array, "-o", parse.QUEUE_FORMAT)
+        except SlurmRefused:
+            continue  # "Invalid job id": it left the queue
+        for job in parse.queued_jobs(text):
+            if job.job_id in wanted:
+                state = "pending" if job.state in PENDING_STATES else job.state.lower()
+                counts[state] = counts.get(state, 0) + 1
+                if state == "pending" and job.reason not in THROTTLED:
+                    reasons.add(job.reason)
+    jobs = f"Slurm job array {', '.join(arrays)}"
+    if not counts:
+        return f"{jobs} has ended"
+    said = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    return f"{jobs}: {said}" + (f" ({', '.join(sorted(reasons))})" if reasons else "")
 
 
 def settle_items(

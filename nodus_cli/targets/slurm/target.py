@@ -55,6 +55,7 @@ from nodus_cli.targets.slurm.arrays import (
     PENDING_STATES,
     POLL_SECONDS,
     ArrayRun,
+    array_words,
     follow,
     requeued,
     settle_items,
@@ -588,10 +589,14 @@ class SlurmTarget(Target):
 
     def describe(self, record: RunRecord) -> str | None:
         parts = []
-        for stage in record.stages:
-            if stage.job_id is None or not stage.status.active:
+        for index, stage in enumerate(record.stages):
+            if not stage.status.active:
                 continue
             try:
+                if stage.job_id is None:
+                    said = array_words([t.job_id for t in self.store.tasks(record.id, index)])
+                    parts += [f"{stage.name}: {said}"] if said else []
+                    continue
                 state = self._queued(stage.job_id)
             except SlurmDown as exc:
                 return f"Slurm controller not reachable: {exc}"

@@ -80,13 +80,15 @@ def test_a_fan_out_stage_is_one_job_array_with_each_items_variables_and_end(
 def test_a_killed_nodus_leaves_the_array_running_and_the_next_command_records_each_item(
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
-    path = _fan(nodus, "outlives", "sleep 4; test $NODUS_ITEM = a", ["a", "b"])
+    path = _fan(nodus, "outlives", "sleep 6; test $NODUS_ITEM = a", ["a", "b"])
     proc = nodus.popen("run", path, "--target", "slurm")
     run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     tasks = _tasks(nodus, run["id"])
     array = tasks[0]["job_id"].split("_")[0]
+    # What the cluster says of it meanwhile: the array's tasks as squeue has them.
+    assert nodus.runs()[0]["cluster"].startswith(f"main: Slurm job array {array}: ")
     # The array is the cluster's: it goes on, and nodus does not cancel it meanwhile.
     assert _accounted(slurm_cluster, array, 2) == [
         f"{array}_0|COMPLETED|0:0",
