@@ -67,6 +67,7 @@ from nodus_cli.run.events import (
     TaskRaised,
     TaskSubmitted,
     TaskWaiting,
+    items_job,
 )
 from nodus_cli.run.recorder import Recorder
 from nodus_cli.run.signals import (
@@ -325,13 +326,14 @@ class Runner:
         tasks = self._tasks(idx, stage)
         state = StageRun(idx, stage, tasks, self.records)
         self._stage = state
-        cap = 1
-        if stage.map is not None:
+        cap, waiting = 1, deque(tasks)
+        if stage.map is not None and self.target.runs_items(stage):
+            cap, waiting = self._launch_items(stage.map.parallel or len(tasks), tasks), deque()
+        elif stage.map is not None:
             stage_plan = next(sp for sp in self.plan.stages if sp.name == stage.name)
             limit = stage.map.parallel or len(tasks)
             cap = max(1, min(limit, self.target.capacity(stage, stage_plan)))
             self.say(f"stage {stage.name}: {len(tasks)} items, up to {cap} at once", stage.name)
-        waiting: deque[Task] = deque(tasks)
         while waiting or self.running:
             while waiting and len(self.running) < cap and self._halt is None:
                 spent = self.money.exhausted()
@@ -360,6 +362,15 @@ class Runner:
             return partial(self.events.put, event)
 
         self._lanes.run(work)  # a fan-out's tasks share a few threads, and their connections
+
+    def _launch_items(self, cap: int, tasks: list[Task]) -> int:
+        """Every item to ``run_items`` (one job array; ``cap``: its ``parallel``): each ends
+        as its own event, the policy stays per item; a retry waits until fewer are open."""
+        name = tasks[0].stage.name
+        self.say(f"stage {name}: {len(tasks)} items as one submission, up to {cap} at once", name)
+        self.running.update((task.key, _Running(task)) for task in tasks)
+        self._lanes.run(items_job(self.target, tasks, self.output, self.events, cap))
+        return cap
 
     def _wait_event(self, state: StageRun, waiting: deque[Task]) -> None:
         try:

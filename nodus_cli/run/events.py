@@ -18,12 +18,14 @@ compare equal.
 from __future__ import annotations
 
 import queue
+import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from nodus_cli.records.logs import Stream
 from nodus_cli.structs import struct
-from nodus_cli.targets.base import OutputStream, Started, Task, TaskEnd
+from nodus_cli.targets.base import OutputStream, Started, Target, TargetFailure, Task, TaskEnd
 
 __all__ = [
     "Context",
@@ -34,6 +36,7 @@ __all__ = [
     "TaskRaised",
     "TaskSubmitted",
     "TaskWaiting",
+    "items_job",
 ]
 
 
@@ -92,12 +95,16 @@ class Reporter(Protocol):
 
 
 class Context:
-    """What a task is handed (:class:`~nodus_cli.targets.base.TaskContext`)."""
+    """What a task is handed (:class:`~nodus_cli.targets.base.TaskContext`, and
+    :class:`~nodus_cli.targets.base.ItemContext` for an item of ``run_items``)."""
 
     def __init__(self, task: Task, reporter: Reporter, events: queue.SimpleQueue[Event]) -> None:
         self.task = task
         self.reporter = reporter
         self.events = events
+        #: Whether :meth:`ended` was called (the driver ends, as a failure, any item a
+        #: target's ``run_items`` left without an end).
+        self.ended_once = False
 
     def say(self, message: str) -> None:
         self.reporter.say(message, self.task.stage.name, self._item)
@@ -114,6 +121,47 @@ class Context:
     def started(self, info: Started) -> None:
         self.events.put(TaskBegan(self.task, info, time.monotonic()))
 
+    def ended(self, end: TaskEnd) -> None:
+        """An item of :meth:`~nodus_cli.targets.base.Target.run_items` ended."""
+        self.ended_once = True
+        self.events.put(TaskEnded(self.task, end))
+
     @property
     def _item(self) -> int | None:
         return self.task.item.index if self.task.item is not None else None
+
+
+def items_job(
+    target: Target,
+    tasks: Sequence[Task],
+    reporter: Reporter,
+    events: queue.SimpleQueue[Event],
+    parallel: int,
+) -> Callable[[], Callable[[], None]]:
+    """The lane job that hands a fan-out stage's items to ``target.run_items``, each with
+    its :class:`Context`. Whatever item it leaves without an end (it raised, or forgot
+    one) is carried to the loop as that failure: the loop never waits for an item nobody
+    will end."""
+    contexts = [Context(task, reporter, events) for task in tasks]
+
+    def job() -> Callable[[], None]:
+        threading.current_thread().name = f"nodus-items-{tasks[0].stage.name}"
+        error: BaseException | None = None
+        try:
+            target.run_items(tasks, contexts, parallel)
+        except BaseException as exc:  # carried to the main thread, which decides
+            error = exc
+        unended = [c.task for c in contexts if not c.ended_once]
+        failure = error or TargetFailure(
+            f"the {target.name} target did not say how "
+            f"{', '.join(t.key for t in unended[:3])} ended"
+        )
+        raised = [TaskRaised(t, failure) for t in unended]
+
+        def put() -> None:  # once the lane is idle, as a task's last word
+            for event in raised:
+                events.put(event)
+
+        return put
+
+    return job

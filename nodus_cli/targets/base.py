@@ -18,7 +18,11 @@ A target, in the order the driver uses it:
 3. :meth:`Target.capacity` — how many tasks of a fan-out stage may run at once.
 4. :meth:`Target.begin` — before the first task (a shared work folder, say).
 5. :meth:`Target.run_task` — run one task to its end (blocking; called from a worker
-   thread, several at once for a fan-out stage) and say how it ended.
+   thread, several at once for a fan-out stage) and say how it ended. A target that
+   submits a fan-out stage's items together (a Slurm job array) says so in
+   :meth:`Target.runs_items`; the driver then hands them all to one
+   :meth:`Target.run_items`, and each item's end comes back through its own
+   :class:`ItemContext` (retries of an item are ``run_task`` calls again).
 6. :meth:`Target.stop_task` — from another thread: stop a task now (budget, Ctrl-C,
    ``nodus stop``); its ``run_task`` then returns with :attr:`TaskState.STOPPED`.
 7. :meth:`Target.release` — after the last task: the shared work folder is copied out,
@@ -42,7 +46,7 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -55,7 +59,7 @@ if TYPE_CHECKING:
     from nodus_cli.catalog import Offer
     from nodus_cli.planning.plan import Plan, StagePlan
     from nodus_cli.planning.ranking import RuntimeLookup
-    from nodus_cli.records import RunRecord, RunStatus, RunStore, StageRecord
+    from nodus_cli.records import RunRecord, RunStatus, RunStore, StageRecord, TaskRecord
     from nodus_cli.workload import Stage, Workload
 
 
@@ -198,6 +202,14 @@ class TaskContext(Protocol):
         """The task runs now: the driver's clock (and the cost) starts here."""
 
 
+class ItemContext(TaskContext, Protocol):
+    """What :meth:`Target.run_items` is handed for each item: a :class:`TaskContext` that
+    also takes the item's end."""
+
+    def ended(self, end: TaskEnd) -> None:
+        """The item ended, as :meth:`Target.run_task` would have returned it (once)."""
+
+
 class PullProgress(Protocol):
     """An image pull shown as it happens: ``with pulls(image) as shown: shown.event(e)``.
 
@@ -280,6 +292,8 @@ class Settled:
     exit_code: int | None
     message: str
     stages: dict[int, StageRecord] = field(default_factory=dict)
+    #: A fan-out stage's task records as they now stand, by the stage's index.
+    tasks: dict[int, list[TaskRecord]] = field(default_factory=dict)
 
 
 @struct(frozen=True)
@@ -389,6 +403,21 @@ class Target(ABC):
     @abstractmethod
     def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
         """Run one task to its end. Blocking; may run in several threads at once."""
+
+    def runs_items(self, stage: Stage) -> bool:
+        """Whether this fan-out stage's items go to :meth:`run_items` together (one
+        submission, a Slurm job array); False (the default): one :meth:`run_task` each."""
+        return False
+
+    def run_items(
+        self, tasks: Sequence[Task], contexts: Sequence[ItemContext], parallel: int
+    ) -> None:
+        """Run every item of a fan-out stage as one submission, at most ``parallel`` at
+        once, until each has ended (blocking, in one worker thread). Each item reports
+        through ``contexts[i]`` as :meth:`run_task` would, and its end with
+        ``contexts[i].ended``; :meth:`stop_task` stops one item. The driver keeps its
+        policy per item: budget, retries (a :meth:`run_task` of the item again), records."""
+        raise NotImplementedError(f"the {self.name} target runs each item on its own")
 
     @abstractmethod
     def stop_task(self, task: Task) -> None:

@@ -28,8 +28,11 @@ def container_name(run_id: str) -> str:
     return f"nodus-{run_id}"
 
 
-def batch_script(task: Task, work_dir: str, devices_file: str) -> str:
-    """The batch script of ``task`` (``container = "docker"``)."""
+def batch_script(task: Task, work_dir: str, devices_file: str, items: str | None = None) -> str:
+    """The batch script of ``task`` (``container = "docker"``). ``items``: the folder of
+    a job array's items (one file per index): each array task reads its own into
+    ``NODUS_ITEM`` and ``NODUS_ITEM_INDEX`` by ``SLURM_ARRAY_TASK_ID``, and writes its
+    GPUs to ``devices_file.INDEX``."""
     stage = task.stage
     env = task.environment(work_dir)
     memory = memory_bytes(stage.requirements.cpu, stage.requirements.memory_gb)
@@ -64,10 +67,19 @@ def batch_script(task: Task, work_dir: str, devices_file: str) -> str:
     command = " ".join(shlex.quote(part) for part in docker)
     wants_gpu = stage.requirements.wants_gpu
     gpus = '--gpus "\\"device=$gpus\\""' if wants_gpu else ""
+    devices = shlex.quote(devices_file)
+    item = ""
+    if items is not None:
+        devices += '."$SLURM_ARRAY_TASK_ID"'
+        item = (
+            'export NODUS_ITEM_INDEX="$SLURM_ARRAY_TASK_ID"\n'
+            f'NODUS_ITEM="$(cat {shlex.quote(items)}/"$SLURM_ARRAY_TASK_ID")" || exit 1\n'
+            "export NODUS_ITEM\n"
+        )
     return f"""#!/bin/bash
 # nodus: run {task.run_id}, {task.key} (attempt {task.attempt})
-gpus="${{SLURM_JOB_GPUS:-${{CUDA_VISIBLE_DEVICES:-}}}}"
-printf '%s\\n' "$gpus" > {shlex.quote(devices_file)}
+{item}gpus="${{SLURM_JOB_GPUS:-${{CUDA_VISIBLE_DEVICES:-}}}}"
+printf '%s\\n' "$gpus" > {devices}
 name={shlex.quote(container_name(task.run_id))}-"$SLURM_JOB_ID"
 trap 'docker kill "$name" >/dev/null 2>&1' TERM INT
 {command.replace("docker run", f'docker run --name "$name" {gpus}', 1)} &

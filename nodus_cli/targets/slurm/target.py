@@ -14,9 +14,8 @@ process that dies leaves them running, and the next nodus command asks ``sacct``
 they ended (:meth:`SlurmTarget.settle`). Only ``nodus stop`` (or Ctrl-C on the
 supervising process) cancels them (``scancel``).
 
-Not built yet (docs/targets.md says so): job arrays for fan-out stages (each item is a
-job of its own), Python functions, preemption and requeue handling, container runtimes
-other than Docker.
+A fan-out stage is one job array (:mod:`.arrays`); ``priority`` is ``--nice`` (:func:`nice_of`).
+Not built yet (docs/targets.md says so): Python functions, runtimes other than Docker.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -34,9 +34,10 @@ from nodus_cli.catalog import Offer
 from nodus_cli.errors import NotRunnable
 from nodus_cli.planning.capabilities import Capabilities
 from nodus_cli.planning.ranking import Candidate, RuntimeLookup
-from nodus_cli.records import RunStatus, StageRecord, StageStatus
+from nodus_cli.records import RunStatus, StageRecord, StageStatus, TaskRecord
 from nodus_cli.targets.base import (
     Cleanup,
+    ItemContext,
     NodeInfo,
     Preparation,
     Settled,
@@ -49,20 +50,32 @@ from nodus_cli.targets.base import (
     TaskState,
 )
 from nodus_cli.targets.slurm import parse
+from nodus_cli.targets.slurm.arrays import (
+    ACCOUNTING_SECONDS,
+    PENDING_STATES,
+    POLL_SECONDS,
+    ArrayRun,
+    array_words,
+    follow,
+    requeued,
+    settle_items,
+)
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, down_error, environ, slurm
 from nodus_cli.targets.slurm.script import batch_script
+from nodus_cli.workload.model import DEFAULT_PRIORITY
 
 if TYPE_CHECKING:
     from nodus_cli.planning.plan import Plan
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
-__all__ = ["END_STATES", "SlurmTarget", "pending_words", "task_end"]
+__all__ = ["END_STATES", "SlurmTarget", "nice_of", "pending_words", "task_end"]
 
-#: How often a job is looked at while it waits or runs.
-POLL_SECONDS = 0.5
-#: How long ``sacct`` may lag behind a job that left the queue.
-ACCOUNTING_SECONDS = 30.0
+#: nodus's ``priority`` (0 to 100) at or above which a job keeps Slurm's own priority
+#: (``--nice=0``): an ordinary user may only lower a job's priority, never raise it.
+NICE_FROM = 50
+#: ``--nice`` per point of ``priority`` below :data:`NICE_FROM`.
+NICE_STEP = 100
 
 #: sacct's end states in words, and what kind of end each is for the driver.
 END_STATES: dict[str, tuple[TaskState, str]] = {
@@ -87,6 +100,12 @@ _REASONS = {
     "BeginTime": "waiting for its begin time",
     "None": "submitted; Slurm has not scheduled it yet",
 }
+
+
+def nice_of(priority: int) -> int:
+    """The ``--nice`` of a job of nodus ``priority``: higher priority, lower nice; 0 (no
+    change) from :data:`NICE_FROM` up, as an ordinary user may not set a negative one."""
+    return max(0, NICE_FROM - priority) * NICE_STEP
 
 
 def pending_words(reason: str, holders: str = "") -> str:
@@ -125,8 +144,11 @@ class SlurmTarget(Target):
         self._plan: Plan | None = None
         self._budget: float | None = None
         #: False: ``--no-wait``, a job Slurm cannot start at once is cancelled, not queued.
-        self._queue = True
+        self.queue_jobs = True
+        self._priority = DEFAULT_PRIORITY
         self._jobs: dict[str, _Job] = {}
+        #: The job array of each fan-out stage under way, by the stage's name.
+        self._arrays: dict[str, ArrayRun] = {}
         self._lock = threading.Lock()
 
     # -- the cluster -------------------------------------------------------------------
@@ -198,7 +220,8 @@ class SlurmTarget(Target):
     def prepare(self, workload: Workload, plan: Plan) -> Preparation:
         self._plan = plan
         self._budget = workload.budget
-        self._queue = workload.queue
+        self.queue_jobs = workload.queue
+        self._priority = workload.priority
         for sp in plan.stages:
             if not sp.feasible:
                 lines = self._exclusions()
@@ -268,21 +291,13 @@ class SlurmTarget(Target):
             return None
         return max(1, math.ceil(self._budget / price * 60))
 
-    def _sbatch(self, task: Task, run_dir: Path, work_dir: Path) -> str:
-        stage = task.stage
-        key = task.key.replace("[", "-").replace("]", "")
-        script = run_dir / f"{key}.{task.attempt}.sh"
-        devices = run_dir / f"{key}.{task.attempt}.devices"
-        script.write_text(batch_script(task, str(work_dir), str(devices)))
+    def job_options(self, stage: Stage) -> list[str]:
+        """The ``sbatch`` options every job of ``stage`` takes: one node, CPUs, the exact
+        GRES, memory, the time limit, where it may run, and its ``--nice``."""
         args = [
-            "sbatch",
-            "--parsable",
-            f"--job-name=nodus-{task.run_id}-{key}",
             "--nodes=1",
             "--ntasks=1",
             f"--cpus-per-task={max(1, math.ceil(stage.requirements.cpu))}",
-            f"--output={run_dir / f'{key}.{task.attempt}.out'}",
-            f"--chdir={run_dir}",
             "--export=ALL",
         ]
         gres = self._gres(stage)
@@ -305,7 +320,25 @@ class SlurmTarget(Target):
         ):
             if value is not None:
                 args.append(f"--{option}={value}")
-        args.append(str(script))
+        nice = nice_of(self._priority)
+        if nice:
+            args.append(f"--nice={nice}")
+        return args
+
+    def _sbatch(self, task: Task, run_dir: Path, work_dir: Path) -> str:
+        key = task.key.replace("[", "-").replace("]", "")
+        script = run_dir / f"{key}.{task.attempt}.sh"
+        devices = run_dir / f"{key}.{task.attempt}.devices"
+        script.write_text(batch_script(task, str(work_dir), str(devices)))
+        args = [
+            "sbatch",
+            "--parsable",
+            f"--job-name=nodus-{task.run_id}-{key}",
+            f"--output={run_dir / f'{key}.{task.attempt}.out'}",
+            f"--chdir={run_dir}",
+            *self.job_options(task.stage),
+            str(script),
+        ]
         out = slurm(*args, env=environ(task.environment(str(work_dir))))
         return out.strip().split(";")[0]
 
@@ -339,17 +372,24 @@ class SlurmTarget(Target):
         offset = 0
         while True:
             state = self._queued(job.job_id)
-            if state is None or state.state not in ("PENDING", "CONFIGURING", "REQUEUED"):
+            if running and state is not None and state.state in PENDING_STATES:
+                # It ran, and Slurm put it back in its queue: not the workload's failure.
+                self._cancel(job.job_id)
+                follow(out, offset, ctx, final=True)
+                if job.stopping:
+                    return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
+                return requeued(job.job_id)
+            if state is None or state.state not in PENDING_STATES:
                 if not running and state is not None and state.state == "RUNNING":
                     running = True
-                    ctx.started(self._started(task, state.nodes, devices))
-                offset = _follow(out, offset, ctx)
+                    ctx.started(self.started_on(task, state.nodes, devices))
+                offset = follow(out, offset, ctx)
                 if state is None or state.state not in ("RUNNING", "COMPLETING"):
                     break
             else:
-                holders = self._holders(task.stage) if state.reason == "Resources" else ""
+                holders = self.holders(task.stage) if state.reason == "Resources" else ""
                 words = pending_words(state.reason, holders)
-                if not self._queue and state.reason != "None":  # "None": not yet looked at
+                if not self.queue_jobs and state.reason != "None":  # "None": not yet looked at
                     self._cancel(job.job_id)
                     return TaskEnd(
                         TaskState.KILLED,
@@ -364,8 +404,8 @@ class SlurmTarget(Target):
         ended = self._ended(job.job_id)
         if not running and ended is not None and ended.node not in ("", "None assigned"):
             # It ran between two looks at the queue: it started all the same.
-            ctx.started(self._started(task, ended.node, devices))
-        _follow(out, offset, ctx, final=True)
+            ctx.started(self.started_on(task, ended.node, devices))
+        follow(out, offset, ctx, final=True)
         if job.stopping:
             return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
         if ended is None:
@@ -374,7 +414,7 @@ class SlurmTarget(Target):
             )
         return task_end(ended)
 
-    def _started(self, task: Task, where: str, devices: Path) -> Started:
+    def started_on(self, task: Task, where: str, devices: Path) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
         price = self._price(node) if node is not None else 0.0
         if node is not None and node.gres is not None and node.gres.count:
@@ -389,7 +429,7 @@ class SlurmTarget(Target):
         config_doc = self._offer(node)._asdict() if node is not None else None
         return Started(devices=held, node=where, price_per_hour=price, config=config_doc)
 
-    def _holders(self, stage: Stage) -> str:
+    def holders(self, stage: Stage) -> str:
         """Who holds the nodes of the stage's model now: ``held by job 12 (train) on
         gpu-a, ...`` (empty when Slurm cannot say)."""
         gres = self._gres(stage)
@@ -435,9 +475,40 @@ class SlurmTarget(Target):
         with contextlib.suppress(SlurmRefused):
             slurm("scancel", job_id)
 
+    # -- a fan-out stage as one job array (:mod:`.arrays`) -------------------------------
+
+    def runs_items(self, stage: Stage) -> bool:
+        """Every fan-out stage of commands is one job array."""
+        return stage.function is None
+
+    def run_items(
+        self, tasks: Sequence[Task], contexts: Sequence[ItemContext], parallel: int
+    ) -> None:
+        run_dir = self.work_root() / tasks[0].run_id
+        work_dir = run_dir / "work"
+        work_dir.mkdir(parents=True, exist_ok=True)
+        array = ArrayRun(self, tasks, contexts)
+        with self._lock:
+            self._arrays[tasks[0].stage.name] = array
+        try:
+            array.run(run_dir, work_dir, parallel)
+        finally:
+            with self._lock:
+                self._arrays.pop(tasks[0].stage.name, None)
+
+    def pending(self, reason: str, holders: str) -> str:
+        return pending_words(reason, holders)
+
+    def end_of(self, ended: parse.Ended) -> TaskEnd:
+        return task_end(ended)
+
     def stop_task(self, task: Task) -> None:
         with self._lock:
             job = self._jobs.get(task.key)
+            array = self._arrays.get(task.stage.name)
+        if job is None and array is not None and task.item is not None:
+            array.stop(task.item.index)
+            return
         if job is None:
             return
         job.stopping = True
@@ -462,19 +533,30 @@ class SlurmTarget(Target):
 
     def settle(self, record: RunRecord) -> Settled | None:
         stages: dict[int, StageRecord] = {}
-        ended_all = True
-        last: parse.Ended | None = None
+        tasks: dict[int, list[TaskRecord]] = {}
+        #: How the last stage that settled ended: succeeded, exit code, in words.
+        last: tuple[bool, int, str] | None = None
         for index, stage in enumerate(record.stages):
-            if stage.job_id is None or not stage.status.active:
+            if not stage.status.active:
+                continue
+            if stage.job_id is None:
+                items = self.store.tasks(record.id, index)
+                if not any(t.job_id for t in items):
+                    continue  # never submitted: nodus was not there to
+                settled = settle_items(stage.name, items, record.price_per_hour, task_end)
+                if settled is None:
+                    return None
+                ok, stage.exit_code, stage.message, words = settled
+                stage.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
+                stage.cost = sum(t.cost for t in items)
+                stages[index], tasks[index] = stage, items
+                last = (ok, stage.exit_code, words)
                 continue
             if self._queued(stage.job_id) is not None:
-                ended_all = False
-                continue
+                return None
             found = _accounted(stage.job_id)
             if found is None or not found.finished:
-                ended_all = False
-                continue
-            last = found
+                return None
             end = task_end(found)
             ok = end.state == TaskState.EXITED and end.exit_code == 0
             stage.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
@@ -483,32 +565,38 @@ class SlurmTarget(Target):
             stage.cost = found.elapsed_seconds / 3600 * record.price_per_hour
             stage.message = None if ok else end.message
             stages[index] = stage
-        if not ended_all:
-            return None
-        later = [s.name for s in record.stages if s.status.active and s.job_id is None]
+            how = end.message or (f"exited with {end.exit_code}" if end.exit_code else "completed")
+            last = (ok, end.exit_code, f"Slurm job {found.job_id} went on: {how}")
+        later = [
+            s.name
+            for i, s in enumerate(record.stages)
+            if s.status.active and s.job_id is None and i not in stages
+        ]
         who = f"its nodus process ({record.pid})" if record.pid else "its nodus process"
         if last is None:
             return Settled(
                 RunStatus.FAILED, None, f"{who} ended before it submitted a Slurm job", stages
             )
-        end = task_end(last)
-        ok = end.state == TaskState.EXITED and end.exit_code == 0
-        how = end.message or (f"exited with {end.exit_code}" if end.exit_code else "completed")
-        said = f"{who} ended; Slurm job {last.job_id} went on: {how}"
+        ok, code, how = last
+        said = f"{who} ended; {how}"
         if ok and not later:
-            return Settled(RunStatus.SUCCEEDED, 0, said, stages)
+            return Settled(RunStatus.SUCCEEDED, 0, said, stages, tasks)
         if later:
             said += f"; not run: {', '.join(later)} (nodus was not there to submit them)"
-        return Settled(RunStatus.FAILED, end.exit_code or 1, said, stages)
+        return Settled(RunStatus.FAILED, code or 1, said, stages, tasks)
 
     # -- looking -----------------------------------------------------------------------
 
     def describe(self, record: RunRecord) -> str | None:
         parts = []
-        for stage in record.stages:
-            if stage.job_id is None or not stage.status.active:
+        for index, stage in enumerate(record.stages):
+            if not stage.status.active:
                 continue
             try:
+                if stage.job_id is None:
+                    said = array_words([t.job_id for t in self.store.tasks(record.id, index)])
+                    parts += [f"{stage.name}: {said}"] if said else []
+                    continue
                 state = self._queued(stage.job_id)
             except SlurmDown as exc:
                 return f"Slurm controller not reachable: {exc}"
@@ -574,22 +662,3 @@ def task_end(ended: parse.Ended) -> TaskEnd:
         return TaskEnd(TaskState.EXITED, code)
     code = ended.exit_code or (128 + ended.signal if ended.signal else 1)
     return TaskEnd(kind, code, f"Slurm job {ended.job_id}: {words}")
-
-
-def _follow(out: Path, offset: int, ctx: TaskContext, final: bool = False) -> int:
-    """Emit the whole lines written to ``out`` since ``offset`` (all of it when
-    ``final``); the new offset."""
-    try:
-        with out.open("rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except OSError:
-        return offset
-    lines = data.split(b"\n")
-    rest = lines.pop()
-    for line in lines:
-        ctx.emit("stdout", line.decode("utf-8", "replace"))
-    if final and rest:
-        ctx.emit("stdout", rest.decode("utf-8", "replace"))
-        return offset + len(data)
-    return offset + len(data) - len(rest)

@@ -1,0 +1,49 @@
+"""What needs no cluster in the Slurm target's arrays and priorities: ``priority`` as
+``--nice`` (an ordinary user may only lower a job's priority), an array task's lines from
+``squeue -r`` and ``sacct -o JobID,...`` by their ``JOBID_INDEX`` ids, a requeue in words,
+and the batch script of an array (each task reads its own item)."""
+
+from __future__ import annotations
+
+from nodus_cli.targets.base import Item, Task, TaskState
+from nodus_cli.targets.slurm import parse
+from nodus_cli.targets.slurm.arrays import requeued
+from nodus_cli.targets.slurm.script import batch_script
+from nodus_cli.targets.slurm.target import nice_of
+from nodus_cli.workload import load_text
+
+
+def test_priority_below_the_default_is_a_larger_nice_and_never_a_negative_one() -> None:
+    assert [nice_of(p) for p in (0, 10, 49, 50, 80, 100)] == [5000, 4000, 100, 0, 0, 0]
+
+
+def test_array_tasks_are_read_by_their_jobid_index_ids() -> None:
+    queued = parse.queued_jobs("41_0|RUNNING|None|gpu-b|nodus-r-main\n41_1|PENDING|Resources||x\n")
+    assert [(q.job_id, q.state, q.reason) for q in queued] == [
+        ("41_0", "RUNNING", "None"),
+        ("41_1", "PENDING", "Resources"),
+    ]
+    ended = parse.ended_jobs("41_0|nodus-r-main|COMPLETED|0:0|3|gpu-b\n41_1|x|FAILED|1:0|2|gpu-b\n")
+    assert [(e.job_id, e.state, e.exit_code) for e in ended] == [
+        ("41_0", "COMPLETED", 0),
+        ("41_1", "FAILED", 1),
+    ]
+
+
+def test_a_requeue_is_a_failure_of_the_cluster_said_in_words() -> None:
+    end = requeued("41_3")
+    assert end.state == TaskState.INFRASTRUCTURE
+    assert "Slurm requeued job 41_3 after it started" in (end.message or "")
+    assert "--retries resubmits it with the same GPU model and count" in (end.message or "")
+
+
+def test_each_array_task_reads_its_own_item_and_writes_its_own_gpus() -> None:
+    loaded = load_text('name = "w"\nimage = "img:1"\ncommand = "true"\ngpu = "H100"\n')
+    assert loaded.workload is not None
+    stage = loaded.workload.stages[0]
+    task = Task("r1", "w", stage, 0, {}, item=Item(0, "a", 3))
+    text = batch_script(task, "/w/work", "/w/main.array.devices", items="/w/items/main")
+    assert 'export NODUS_ITEM_INDEX="$SLURM_ARRAY_TASK_ID"' in text
+    assert 'NODUS_ITEM="$(cat /w/items/main/"$SLURM_ARRAY_TASK_ID")"' in text
+    assert '> /w/main.array.devices."$SLURM_ARRAY_TASK_ID"' in text
+    assert "-e NODUS_ITEM " in text and "-e NODUS_ITEM_COUNT" in text
