@@ -33,16 +33,24 @@ container = "docker"          # how a node runs the image (only "docker" so far)
 price_per_hour = 4.0          # USD per hour of a whole node (default 0)
 prices = { gpu-a = 12.0 }     # USD per hour by node or partition name
 
+[kubernetes]                  # --target kubernetes (docs/targets.md)
+context = "gpu-cluster"       # optional: a context of your kubeconfig (default: its current)
+namespace = "ml"              # optional: where Jobs go (default: the context's, else "default")
+priority_class = "batch-low"  # optional: the PriorityClass every pod gets
+queue = "team-a"              # optional: a Kueue LocalQueue (kueue.x-k8s.io/queue-name)
+price_per_hour = 4.0          # USD per hour of a whole node (default 0)
+prices = { "p5.48xlarge" = 98.3 }  # USD per hour by node name or a value of its labels
+
 [functions]
 keep_warm = 60            # seconds a single call's warm worker waits for the next call
                           # of its kind (default 60; 0: a new container for every call)
 ```
 
 Each section is read into a frozen struct (:func:`local`, :func:`catalog`,
-:func:`limits`, :func:`functions`). Mistakes are errors that name the file, the key and
-what to write: booleans, non-finite and negative numbers are never valid amounts, unknown keys get a
-"did you mean", and a section name close to a known one (``[limit]``) is pointed out
-rather than silently ignored.
+:func:`limits`, :func:`slurm`, :func:`kubernetes`, :func:`functions`). Mistakes are errors
+that name the file, the key and what to write: booleans, non-finite and negative numbers
+are never valid amounts, unknown keys get a "did you mean", and a section name close to
+a known one (``[limit]``) is pointed out rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -65,6 +73,14 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "catalog": ("sources", "max_age_days", "timeout"),
     "limits": ("max_spend_per_day", "max_spend_per_month", "max_price_per_hour"),
     "slurm": ("partition", "account", "qos", "work_root", "container", "price_per_hour", "prices"),
+    "kubernetes": (
+        "context",
+        "namespace",
+        "priority_class",
+        "queue",
+        "price_per_hour",
+        "prices",
+    ),
     "functions": ("keep_warm",),
 }
 #: How a Slurm node runs a workload's image (``[slurm] container``): the ones nodus knows.
@@ -353,6 +369,90 @@ _SLURM_EXAMPLES = {
     "work_root": "/shared/nodus",
     "container": "docker",
 }
+
+
+@struct(frozen=True)
+class KubernetesConfig:
+    """``[kubernetes]``: which cluster and namespace ``--target kubernetes`` uses, how its
+    pods wait (a PriorityClass, a Kueue queue) and what its nodes cost."""
+
+    context: str | None = None
+    namespace: str | None = None
+    priority_class: str | None = None
+    queue: str | None = None
+    price_per_hour: float = 0.0
+    #: USD per hour by node name, else by the value of one of the node's labels (its
+    #: instance type, its GPU product).
+    prices: dict[str, float] = field(default_factory=dict)
+
+    def price_of(self, node: str, labels: dict[str, str]) -> float:
+        if node in self.prices:
+            return self.prices[node]
+        for value in sorted(labels.values()):
+            if value in self.prices:
+                return self.prices[value]
+        return self.price_per_hour
+
+
+_KUBERNETES_EXAMPLES = {
+    "context": "gpu-cluster",
+    "namespace": "ml",
+    "priority_class": "batch-low",
+    "queue": "team-a",
+}
+
+
+def kubernetes() -> KubernetesConfig:
+    path = config_path()
+    doc = _document(path)
+    if doc is None:
+        return KubernetesConfig()
+    section = _section(path, doc, "kubernetes")
+    words: dict[str, str | None] = {}
+    for key, example in _KUBERNETES_EXAMPLES.items():
+        value = section.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise NodusError(
+                f"{path}: kubernetes.{key} must be a name in quotes, not {_shown(value)}",
+                hint=f'write it as, e.g., {key} = "{example}"',
+            )
+        words[key] = value.strip() if isinstance(value, str) else None
+    price = _amount(
+        path,
+        "kubernetes",
+        "price_per_hour",
+        section.get("price_per_hour", 0.0),
+        unit="USD per hour",
+        example="4.0",
+        zero_ok=True,
+    )
+    raw = section.get("prices", {})
+    if not isinstance(raw, dict):
+        raise NodusError(
+            f"{path}: kubernetes.prices must be a table of node names or label values to "
+            "USD per hour",
+            hint='write it as, e.g., prices = { "p5.48xlarge" = 98.3 }',
+        )
+    prices = {
+        str(name): _amount(
+            path,
+            "kubernetes",
+            f"prices.{name}",
+            value,
+            unit="USD per hour",
+            example="12.0",
+            zero_ok=True,
+        )
+        for name, value in raw.items()
+    }
+    return KubernetesConfig(
+        words["context"],
+        words["namespace"],
+        words["priority_class"],
+        words["queue"],
+        price,
+        prices,
+    )
 
 
 def parse_source(text: str, base: Path | None = None) -> CatalogSource:
