@@ -171,6 +171,11 @@ class KubeEmulator:
                     "DELETE", f"{base}/namespaces/{meta['namespace']}/{plural}/{meta['name']}"
                 )
 
+    def clear_pods(self) -> None:
+        """Remove every pod left in the namespace (a Job deleted leaves none)."""
+        for doc in self.pods():
+            self.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{doc['metadata']['name']}")
+
     # -- jobs and pods ---------------------------------------------------------------------
 
     def jobs(self) -> list[dict[str, Any]]:

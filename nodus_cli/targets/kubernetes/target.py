@@ -49,7 +49,7 @@ from nodus_cli.targets.kubernetes.manifest import job_manifest, job_name, label_
 from nodus_cli.targets.kubernetes.nodes import NodeRecord, node_records
 
 if TYPE_CHECKING:
-    from nodus_cli.planning.plan import Plan
+    from nodus_cli.planning.plan import Plan, StagePlan
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
@@ -175,6 +175,20 @@ class KubernetesTarget(Target):
         self.cluster.jobs(LABEL_RUN)
         first = plan.stages[0].selected
         return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
+
+    def capacity(self, stage: Stage, plan: StagePlan) -> int:
+        """Jobs of a fan-out stage created at once: what the usable nodes the plan names
+        hold (their GPUs, else their CPUs); the scheduler queues the rest."""
+        names = {c.offer.machine_id for c in plan.candidates}
+        req = stage.requirements
+        total = 0
+        for n in self._all_nodes():
+            if n.usable and n.name in names:
+                if req.wants_gpu:
+                    total += n.gpus // max(1, req.gpu_count)
+                else:
+                    total += max(1, int(n.cpus // req.cpu)) if req.cpu else 1
+        return max(1, total)
 
     # -- running -----------------------------------------------------------------------
 

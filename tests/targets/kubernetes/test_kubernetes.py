@@ -332,3 +332,135 @@ def test_no_kubeconfig_and_an_unreachable_server_are_said(nodus: Nodus, tmp_path
     done = nodus.run("nodes", "--target", "kubernetes")
     assert done.returncode == 3, done.stdout + done.stderr
     assert "the Kubernetes API server at http://127.0.0.1:9 does not answer" in done.stderr
+
+
+def _holding_pod(kube: KubeEmulator, name: str, node: str, gpus: int) -> None:
+    """Another team's pod bound to ``node`` holding ``gpus`` GPUs."""
+    kube.call(
+        "POST",
+        "/api/v1/namespaces/vision/pods",
+        {
+            "metadata": {"name": name, "namespace": "vision"},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "x",
+                        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                    }
+                ],
+            },
+            "status": {"phase": "Running"},
+        },
+    )
+
+
+def test_a_waiting_pod_names_who_holds_the_gpus_and_nodes_show_them_held(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    _holding_pod(kube_emulator, "resnet", "gpu-h100", 6)
+    done = nodus.run("nodes", "--target", "kubernetes", "--json")
+    nodes = {n["hostname"]: n for n in json.loads(done.stdout)["nodes"]}
+    assert (nodes["gpu-h100"]["gpus_used"], nodes["gpu-h100"]["free_gpus"]) == (6, 2)
+    proc = nodus.popen("run", nodus.workload("big", "true", count=4), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.unschedulable(pod, "0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    deadline = time.monotonic() + 30
+    runs = nodus.runs()
+    while runs[0]["status"] != "queued" and time.monotonic() < deadline:
+        time.sleep(0.3)
+        runs = nodus.runs()
+    assert runs[0]["status"] == "queued"
+    done = nodus.run("runs")
+    assert "pending" in done.stdout.lower() or "queued" in done.stdout.lower(), done.stdout
+    kube_emulator.run_pod(pod, "gpu-h100")
+    kube_emulator.end_pod(pod, 0)
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    assert "the GPUs of nodes gpu-h100 are held by vision/resnet (6 on gpu-h100)" in out
+
+
+def test_no_wait_refuses_a_pod_the_scheduler_cannot_place_and_wait_timeout_gives_up(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    proc = nodus.popen("run", "--no-wait", nodus.workload("nw", "true"), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.unschedulable(pod, "0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    rc, out = _finish(proc)
+    assert rc == 3, out
+    assert "--no-wait: the cluster could not place pod" in out
+    assert kube_emulator.jobs() == []
+    kube_emulator.clear_pods()
+    proc = nodus.popen(
+        "run", "--wait-timeout", "3s", nodus.workload("wt", "true"), "--target", "kubernetes"
+    )
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.unschedulable(pod, "0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    rc, out = _finish(proc)
+    assert rc == 3, out
+    assert "gave up after waiting 3 s (wait_timeout) for: pod " in out
+    assert kube_emulator.jobs() == []
+    [run, _] = nodus.runs()
+    assert run["status"] == "failed"
+
+
+def test_a_fan_out_stage_is_one_job_per_item_with_its_variables(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    path = nodus.tmp / "fan.toml"
+    path.write_text(
+        f'name = "fan"\nimage = "{IMAGE}"\ncommand = "echo $NODUS_ITEM"\ngpu = "A100"\n'
+        'gpu_count = 2\n[map]\nitems = ["a", "b"]\n'
+    )
+    proc = nodus.popen("run", path, "--target", "kubernetes")
+    deadline = time.monotonic() + 30
+    while len(kube_emulator.pods()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pods = kube_emulator.pods()
+    assert len(pods) == 2  # the A100 node holds both at once: both Jobs are created
+    seen = {}
+    for pod in pods:
+        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+        seen[env["NODUS_ITEM_INDEX"]] = (env["NODUS_ITEM"], env["NODUS_ITEM_COUNT"])
+        assert pod["metadata"]["labels"]["nodus.item"] == env["NODUS_ITEM_INDEX"]
+        kube_emulator.run_pod(pod["metadata"]["name"], "gpu-a100")
+        kube_emulator.end_pod(pod["metadata"]["name"], 0, log=env["NODUS_ITEM"] + "\n")
+    assert seen == {"0": ("a", "2"), "1": ("b", "2")}
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    [run] = nodus.runs()
+    assert run["status"] == "succeeded"
+
+
+def test_a_killed_nodus_whose_job_was_deleted_records_it_failed(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    proc = nodus.popen("run", nodus.workload("long", "sleep 100"), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.run_pod(pod, "gpu-h100")
+    deadline = time.monotonic() + 30
+    while nodus.runs()[0]["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    [job] = kube_emulator.jobs()
+    kube_emulator.call(
+        "DELETE", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{job['metadata']['name']}"
+    )
+    [run] = nodus.runs()
+    assert run["status"] == "failed", run
+    assert f"the Job {job['metadata']['name']} is gone (deleted)" in json.dumps(run)
+
+
+def test_functions_mounts_and_ports_are_refused_before_anything_is_created(
+    nodus: Nodus, kube_emulator: KubeEmulator, tmp_path: Path
+) -> None:
+    path = nodus.tmp / "mount.toml"
+    path.write_text(
+        f'name = "m"\nimage = "{IMAGE}"\ncommand = "true"\nmounts = ["{tmp_path}:/data"]\n'
+    )
+    done = nodus.run("run", path, "--target", "kubernetes")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "stage 'main' mounts host paths" in done.stderr
+    assert kube_emulator.jobs() == []
