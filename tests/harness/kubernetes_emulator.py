@@ -3,7 +3,8 @@
 Run by ``tests/kubernetes_support.py`` (``python tests/harness/kubernetes_emulator.py``):
 it serves kmock's ``KubernetesEmulator`` (Nodes, Pods, Events, Jobs, stored in memory and
 served as the real API serves them to the official client) on 127.0.0.1, prints
-``PORT=N`` once it listens, and runs until SIGTERM. The test drives it through the same
+``PORT=N`` once it listens, and runs until SIGTERM (``--load FILE``: objects to serve from
+the start, for a benchmark's thousand nodes). The test drives it through the same
 HTTP API nodus uses: it creates the nodes (with real GPU-operator labels), patches pod
 phases and container states, creates Events, and writes a pod's log into its annotation
 ``emulator.nodus.test/log``.
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import json
 import random
 import signal
 import string
@@ -120,6 +122,9 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument(
+        "--load", help="a JSON file of objects to serve from the start ({plural: [doc...]})"
+    )
     args = parser.parse_args()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -129,6 +134,12 @@ async def main() -> None:
         for plural in CORE:
             kmock.resources[f"v1/{plural}"] = {}
         kmock.resources["batch/v1/jobs"] = {}
+        if args.load:  # many objects at once (a benchmark's cluster): no request each
+            with open(args.load, encoding="utf-8") as handle:
+                for plural, docs in json.load(handle).items():
+                    for doc in docs:
+                        meta = doc["metadata"]
+                        kmock.objects[f"v1/{plural}", meta.get("namespace"), meta["name"]] = doc
         print(f"PORT={server.port}", flush=True)
         await stop.wait()
 
