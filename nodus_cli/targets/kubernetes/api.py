@@ -4,10 +4,11 @@ target makes, and every failure of one translated once, here, into words with a 
 Contract: :func:`connect` reads the user's kubeconfig (``KUBECONFIG``, else
 ``~/.kube/config``; ``[kubernetes] context``), else the in-cluster service account, and
 returns a :class:`Cluster`. Its methods return the API's own JSON documents (plain dicts,
-as the server sent them: the client's model classes cost more to build than a plan of a
-thousand nodes may take) and raise :class:`KubernetesFailure` (a :class:`NotRunnable`,
-exit 3) for a refused or failed call, worded by :func:`failure` (401: credentials, 403:
-RBAC, 404, unreachable, ...). A missing client is one line saying how to install it.
+as the server sent them: building the client's model objects costs several times what
+the listing itself does, benchmarks/README.md) and raise :class:`KubernetesFailure` (a
+:class:`NotRunnable`, exit 3) for a refused or failed call, worded by :func:`failure`
+(401: credentials, 403: RBAC, 404, unreachable, ...). A missing client is one line
+saying how to install it.
 
 Why apart: the rest of the target reads documents and never sees the client's types, so
 the parsing, the manifests and the following are tested without a server, and the one

@@ -117,18 +117,7 @@ class KubernetesTarget(Target):
         for n in self._all_nodes():
             if not n.usable:
                 said.append(f"node {n.name} is {n.words}: the scheduler places no pod there now")
-            if n.gpu_label is not None and n.gpu is None:
-                key, value = n.gpu_label
-                said.append(
-                    f"node {n.name}: {key}={value} names no GPU model nodus knows (or a part "
-                    "of one: a MIG slice, a time-sliced share), so it matches no `gpu`"
-                )
-            elif n.gpus > 0 and n.gpu_label is None:
-                said.append(
-                    f"node {n.name} has {n.gpus} nvidia.com/gpu but no label naming their "
-                    "model, so it matches no `gpu`; install the GPU operator's GPU feature "
-                    "discovery (it writes nvidia.com/gpu.product)"
-                )
+            said.extend(f"node {n.name}: {problem}" for problem in _problems(n))
         return said
 
     def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
@@ -441,6 +430,7 @@ class KubernetesTarget(Target):
                     "cpus_used": n.cpus_used,
                     "memory_used_gb": round(n.memory_used_gb, 3),
                     "zone": n.zone,
+                    "problems": _problems(n),
                 },
             )
             for n in self._all_nodes()
@@ -450,6 +440,23 @@ class KubernetesTarget(Target):
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+def _problems(n: NodeRecord) -> list[str]:
+    """What keeps nodus from using a node's GPUs."""
+    if n.gpu_label is not None and n.gpu is None:
+        key, value = n.gpu_label
+        return [
+            f"{key}={value} names no GPU model nodus knows (or a part of one: a MIG "
+            "slice, a time-sliced share), so it matches no `gpu`"
+        ]
+    if n.gpus > 0 and n.gpu_label is None:
+        return [
+            f"its {n.gpus} nvidia.com/gpu have no label naming their model, so they match "
+            "no `gpu`; install the GPU operator's GPU feature discovery (it writes "
+            "nvidia.com/gpu.product)"
+        ]
+    return []
 
 
 def _unsupported(stage: Stage) -> str | None:

@@ -142,7 +142,9 @@ def test_an_unknown_label_and_a_cordoned_node_are_explained_and_impossible_reque
     assert done.returncode == 0, said
     assert "node gpu-off is cordoned: the scheduler places no pod there now" in said
     assert "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB-MIG-1g.5gb names no GPU model" in said
-    assert "node gpu-bare has 2 nvidia.com/gpu but no label naming their model" in said
+    assert "node gpu-bare: its 2 nvidia.com/gpu have no label naming their model" in said
+    done = nodus.run("nodes", "--target", "kubernetes")
+    assert "note: node gpu-bare: its 2 nvidia.com/gpu have no label naming" in done.stdout
     done = nodus.run(
         "run", nodus.workload("big", "true", gpu="A100", count=8), "--target", "kubernetes"
     )

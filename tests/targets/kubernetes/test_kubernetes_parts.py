@@ -353,3 +353,24 @@ def test_validate_and_local_commands_import_no_kubernetes_code(tmp_path: Path) -
             check=False,
         )
         assert done.stderr.strip().splitlines()[-1] == "[]", (args, done.stderr)
+
+
+def test_without_the_client_the_target_says_how_to_install_it(tmp_path: Path) -> None:
+    code = (
+        "import sys\nsys.modules['kubernetes'] = None  # as if it were not installed\n"
+        "from nodus_cli.__main__ import main\n"
+        "sys.exit(main(['nodes', '--target', 'kubernetes']))\n"
+    )
+    env = {**os.environ, "NODUS_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "needs the official `kubernetes` Python client, which is not installed" in done.stderr
+    assert "pip install 'nodus-cli[kubernetes]'" in done.stderr
+    assert "Traceback" not in done.stderr
