@@ -286,13 +286,14 @@ class Cluster:
         return items
 
     def events(self, pod: str) -> list[dict[str, Any]]:
+        """The events about pod ``pod`` (selected by the server, and again here)."""
         items: list[dict[str, Any]] = self._call(
             "list events",
             self.core.list_namespaced_event,
             self.namespace,
             field_selector=f"involvedObject.kind=Pod,involvedObject.name={pod}",
         )["items"]
-        return items
+        return [e for e in items if (e.get("involvedObject") or {}).get("name") == pod]
 
     def log(self, pod: str) -> bytes:
         """The pod's whole log so far (empty when the container has not started)."""

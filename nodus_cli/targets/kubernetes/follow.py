@@ -22,10 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 from nodus_cli.targets.base import Started, TaskContext, TaskEnd, TaskState
-from nodus_cli.targets.kubernetes.api import Cluster
+from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
 
 __all__ = [
     "POLL_SECONDS",
+    "TROUBLE_SECONDS",
     "Following",
     "follow",
     "job_pods",
@@ -36,6 +37,9 @@ __all__ = [
 
 #: How often a Job and its pod are looked at.
 POLL_SECONDS = 0.5
+#: How long the API server may fail to answer before the task ends as a failure of the
+#: cluster (retried with ``--retries``; its Job is deleted first).
+TROUBLE_SECONDS = 60.0
 _PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 _CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 
@@ -178,41 +182,83 @@ def follow(
 ) -> TaskEnd:
     """Follow the Job until it ends (see the module). ``started(node)`` makes what the
     context is told when the pod runs; ``holders()`` says who holds the GPUs it waits
-    for; ``queue_ok`` False: ``--no-wait``, a pod the scheduler cannot place ends the task."""
-    name = following.name
+    for, ``wants`` what it waits for (`` for 2x H100``); ``queue_ok`` False:
+    ``--no-wait``, a pod the scheduler cannot place ends the task. The API server may fail
+    to answer for :data:`TROUBLE_SECONDS` before the failure is raised."""
+    troubled: float | None = None  # since when the API server fails to answer
     while True:
-        job = cluster.job(name)
-        if job is None:
-            if following.stopping:
-                return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (Job deleted)")
-            return TaskEnd(
-                TaskState.KILLED,
-                137,
-                f"the Job {name} was deleted outside nodus (kubectl delete job?); not retried",
+        try:
+            end = _once(
+                cluster,
+                following,
+                ctx,
+                image,
+                memory_said,
+                started,
+                holders,
+                queue_ok,
+                queue_name,
+                wants,
             )
-        pods = job_pods(cluster.pods(f"job-name={name}"), name)
-        pod = max(
-            pods,
-            key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")),
-            default=None,
-        )
-        end = _look(
-            cluster,
-            following,
-            ctx,
-            job,
-            pod,
-            image,
-            memory_said,
-            started,
-            holders,
-            queue_ok,
-            queue_name,
-            wants,
-        )
+        except KubernetesFailure as exc:
+            # An API server that fails for a moment (an upgrade, a lost connection) does
+            # not end a task the cluster still runs: nodus looks again for a while.
+            if exc.status is not None and exc.status < 500:
+                raise
+            troubled = troubled if troubled is not None else time.monotonic()
+            if time.monotonic() - troubled > TROUBLE_SECONDS:
+                raise
+            end = None
+        else:
+            troubled = None
         if end is not None:
             return end
         time.sleep(POLL_SECONDS)
+
+
+def _once(
+    cluster: Cluster,
+    following: Following,
+    ctx: TaskContext,
+    image: str,
+    memory_said: str,
+    started: Callable[[str], Started],
+    holders: Callable[[], str],
+    queue_ok: bool,
+    queue_name: str | None,
+    wants: str,
+) -> TaskEnd | None:
+    """Read the Job and its newest pod once: the task's end, or None while it goes on."""
+    name = following.name
+    job = cluster.job(name)
+    if job is None:
+        if following.stopping:
+            return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (Job deleted)")
+        return TaskEnd(
+            TaskState.KILLED,
+            137,
+            f"the Job {name} was deleted outside nodus (kubectl delete job?); not retried",
+        )
+    pods = job_pods(cluster.pods(f"job-name={name}"), name)
+    pod = max(
+        pods,
+        key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")),
+        default=None,
+    )
+    return _look(
+        cluster,
+        following,
+        ctx,
+        job,
+        pod,
+        image,
+        memory_said,
+        started,
+        holders,
+        queue_ok,
+        queue_name,
+        wants,
+    )
 
 
 def _look(

@@ -213,6 +213,9 @@ class KubernetesTarget(Target):
             return self._run(task, ctx, job)
         except KubernetesFailure as exc:
             said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            # A retry makes a Job of its own: this one must not go on beside it.
+            with contextlib.suppress(KubernetesFailure):
+                self._delete(name)
             if exc.status is None or exc.status >= 500:
                 return TaskEnd(TaskState.INFRASTRUCTURE, 1, said)
             return TaskEnd(TaskState.CANNOT_START, 1, said)

@@ -14,9 +14,16 @@ import kubernetes_validate
 import pytest
 
 from nodus_cli.hardware import gpus
-from nodus_cli.targets.base import Item, Task, TaskState
-from nodus_cli.targets.kubernetes.api import failure
-from nodus_cli.targets.kubernetes.follow import pending_reason, pod_end, pull_problem
+from nodus_cli.targets.base import Item, Started, Task, TaskEnd, TaskState
+from nodus_cli.targets.kubernetes import follow as following
+from nodus_cli.targets.kubernetes.api import KubernetesFailure, failure
+from nodus_cli.targets.kubernetes.follow import (
+    Following,
+    follow,
+    pending_reason,
+    pod_end,
+    pull_problem,
+)
 from nodus_cli.targets.kubernetes.manifest import job_manifest, job_name
 from nodus_cli.targets.kubernetes.nodes import node_records, quantity
 from nodus_cli.workload import normalize
@@ -374,3 +381,75 @@ def test_without_the_client_the_target_says_how_to_install_it(tmp_path: Path) ->
     assert "needs the official `kubernetes` Python client, which is not installed" in done.stderr
     assert "pip install 'nodus-cli[kubernetes]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+class _Context:
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def say(self, message: str) -> None:
+        self.said.append(message)
+
+    def emit(self, stream: str, text: str) -> None:
+        self.said.append(f"{stream}: {text}")
+
+    def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
+        pass
+
+    def waiting(self, message: str) -> None:
+        self.said.append(f"waiting: {message}")
+
+    def started(self, info: Started) -> None:
+        self.said.append(f"started on {info.node}")
+
+
+class _FlakyCluster:
+    """An API server that fails to answer ``failures`` times, then shows an ended pod."""
+
+    def __init__(self, failures: int, status: int | None) -> None:
+        self.failures = failures
+        self.status = status
+
+    def job(self, name: str) -> dict[str, Any]:
+        if self.failures:
+            self.failures -= 1
+            raise KubernetesFailure("the API server does not answer", status=self.status)
+        return {"metadata": {"name": name}}
+
+    def pods(self, selector: str) -> list[dict[str, Any]]:
+        pod = _ended("Succeeded", 0)
+        pod["metadata"] = {"name": "j-abcde", "labels": {"job-name": "j"}}
+        pod["spec"] = {"nodeName": "gpu-a"}
+        return [pod]
+
+    def log(self, pod: str) -> bytes:
+        return b"hello\n"
+
+
+def _follow(cluster: _FlakyCluster, ctx: _Context) -> TaskEnd:
+    return follow(
+        cluster,  # type: ignore[arg-type]
+        Following("j"),
+        ctx,
+        image="i",
+        memory_said="m",
+        started=lambda node: Started(node=node),
+        holders=lambda: "",
+        queue_ok=True,
+        queue_name=None,
+    )
+
+
+def test_an_api_server_that_fails_for_a_moment_does_not_end_the_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(following, "POLL_SECONDS", 0.0)
+    ctx = _Context()
+    end = _follow(_FlakyCluster(3, None), ctx)
+    assert (end.state, end.exit_code) == (TaskState.EXITED, 0)
+    assert ctx.said == ["started on gpu-a", "stdout: hello"]
+    monkeypatch.setattr(following, "TROUBLE_SECONDS", 0.0)
+    with pytest.raises(KubernetesFailure):
+        _follow(_FlakyCluster(3, 503), _Context())
+    with pytest.raises(KubernetesFailure):  # a refusal (403) is no moment's failure
+        _follow(_FlakyCluster(1, 403), _Context())
