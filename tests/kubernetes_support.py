@@ -14,7 +14,9 @@ Import them into a test module::
 A test drives the cluster through the API nodus uses, never by patching the client: it
 creates nodes with real GPU-operator labels (:meth:`KubeEmulator.add_node`), patches a
 pod's phase and container state, creates Events and writes a pod's log
-(:meth:`KubeEmulator.run_pod`, :meth:`KubeEmulator.end_pod`, ...).
+(:meth:`KubeEmulator.run_pod`, :meth:`KubeEmulator.end_pod`, ...). Every Job created is
+recorded as it was sent (:meth:`KubeEmulator.manifests`), for the check against
+Kubernetes' own schemas.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class KubeEmulator:
 
     def __init__(self, port: int, folder: Path) -> None:
         self.url = f"http://127.0.0.1:{port}"
+        #: Every Job created, one JSON document a line (the emulator's ``--record``).
+        self.record = folder / "jobs.jsonl"
         self.kubeconfig = folder / "kubeconfig"
         user = {"token": "good-token"}
         self.kubeconfig.write_text(
@@ -177,6 +181,12 @@ class KubeEmulator:
             self.call("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{doc['metadata']['name']}")
 
     # -- jobs and pods ---------------------------------------------------------------------
+
+    def manifests(self) -> list[dict[str, Any]]:
+        """Every Job created so far, as it was sent."""
+        if not self.record.exists():
+            return []
+        return [json.loads(line) for line in self.record.read_text().splitlines() if line]
 
     def jobs(self) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = self.call(
@@ -299,8 +309,9 @@ def kube_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEmul
         import kubernetes  # noqa: F401
     except ImportError as exc:
         _fail_or_skip(f"{exc} (pip install -e '.[test]')")
+    folder = tmp_path_factory.mktemp("kube")
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER)],
+        [sys.executable, str(SERVER), "--record", str(folder / "jobs.jsonl")],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -311,7 +322,7 @@ def kube_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEmul
         if not line.startswith("PORT="):
             proc.kill()
             _fail_or_skip((proc.stderr.read() if proc.stderr else "")[-500:] or "no port")
-        yield KubeEmulator(int(line.strip().split("=", 1)[1]), tmp_path_factory.mktemp("kube"))
+        yield KubeEmulator(int(line.strip().split("=", 1)[1]), folder)
     finally:
         proc.terminate()
         try:

@@ -4,16 +4,18 @@ Run by ``tests/kubernetes_support.py`` (``python tests/harness/kubernetes_emulat
 it serves kmock's ``KubernetesEmulator`` (Nodes, Pods, Events, Jobs, stored in memory and
 served as the real API serves them to the official client) on 127.0.0.1, prints
 ``PORT=N`` once it listens, and runs until SIGTERM (``--load FILE``: objects to serve from
-the start, for a benchmark's thousand nodes). The test drives it through the same
-HTTP API nodus uses: it creates the nodes (with real GPU-operator labels), patches pod
-phases and container states, creates Events, and writes a pod's log into its annotation
-``emulator.nodus.test/log``.
+the start, for a benchmark's thousand nodes; ``--record FILE``: each Job created is
+appended there, for the tests that check every manifest against Kubernetes' schemas).
+The test drives it through the same HTTP API nodus uses: it creates the nodes (with real
+GPU-operator labels), patches pod phases and container states, creates Events, and
+writes a pod's log into its annotation ``emulator.nodus.test/log``.
 
 What it adds to kmock, each a stand-in for what a real cluster does and this machine
 cannot run (no scheduler, no kubelet):
 
-* a Job controller's first step: a Job created unsuspended gets one pod from its template,
-  ``Pending`` and unscheduled (labels ``job-name``, ``batch.kubernetes.io/job-name``);
+* a Job controller's first step: a Job created unsuspended (or unsuspended later, as
+  Kueue does when it admits it) gets one pod from its template, ``Pending`` and
+  unscheduled (labels ``job-name``, ``batch.kubernetes.io/job-name``);
   deleting a Job deletes its pods (the garbage collector's part);
 * ``GET .../pods/NAME/log`` answers the pod's annotation ``emulator.nodus.test/log``;
 * the bearer token ``expired-token`` is answered 401, and namespace ``forbidden`` 403,
@@ -33,6 +35,7 @@ import sys
 from typing import Any
 
 import aiohttp.web
+import attrs
 from kmock import KubernetesEmulator, KubernetesError, Server, resource
 
 LOG_ANNOTATION = "emulator.nodus.test/log"
@@ -49,7 +52,11 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@attrs.define(kw_only=True)
 class Emulator(KubernetesEmulator):  # type: ignore[misc]
+    #: Where each Job created is recorded (the tests check every manifest nodus made).
+    record: str | None = None
+
     async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
         if request.headers.get("Authorization", "") == "Bearer expired-token":
             raise KubernetesError(401, "Unauthorized", "Unauthorized", {})
@@ -75,7 +82,17 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
             return aiohttp.web.Response(text=annotations.get(LOG_ANNOTATION, ""))
         answer = await super()._handle(request)
         if _is(request, "batch", "jobs") and request.method == "POST" and answer.status < 300:
+            if self.record:
+                with open(self.record, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(request.data) + "\n")
             self._job_pod(request.data)
+        if _is(request, "batch", "jobs") and request.method == "PATCH" and answer.status < 300:
+            spec = (request.data or {}).get("spec") or {}
+            if spec.get("suspend") is False:  # Kueue admits it: the controller makes its pod
+                for (res, ns, name), stored in list(self.objects.items()):
+                    ours = res.plural == "jobs" and (ns, name) == (request.namespace, request.name)
+                    if ours and not stored.deleted:
+                        self._job_pod(stored.raw)
         if _is(request, "batch", "jobs") and request.method == "DELETE" and answer.status < 300:
             self._delete_pods(request.namespace, request.name)
         return answer
@@ -123,6 +140,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument(
+        "--record", help="a file each Job created is appended to, one JSON document a line"
+    )
+    parser.add_argument(
         "--load", help="a JSON file of objects to serve from the start ({plural: [doc...]})"
     )
     args = parser.parse_args()
@@ -130,7 +150,10 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
-    async with Emulator() as kmock, Server(kmock, port=args.port or None) as server:
+    async with (
+        Emulator(record=args.record) as kmock,
+        Server(kmock, port=args.port or None) as server,
+    ):
         for plural in CORE:
             kmock.resources[f"v1/{plural}"] = {}
         kmock.resources["batch/v1/jobs"] = {}

@@ -277,6 +277,11 @@ def _look(
 ) -> TaskEnd | None:
     """One look at the Job and its pod: the task's end, or None while it goes on."""
     name = following.name
+    if following.stopping:
+        # nodus deletes the Job (again, if the first try failed); its pod going away
+        # says nothing new: the Job's absence ends the task
+        cluster.delete_job(name)
+        return None
     if pod is None:
         failed = _job_failed(job)
         if failed is not None:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 from kubernetes_support import (
     A100_LABELS,
@@ -31,6 +32,8 @@ from kubernetes_support import (
 )
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
+#: The Kubernetes version whose OpenAPI schemas every Job nodus creates is checked against.
+SCHEMA_VERSION = "1.33.0"
 
 
 class Nodus:
@@ -98,7 +101,11 @@ def nodus(kube_emulator: KubeEmulator, tmp_path: Path) -> Iterator[Nodus]:
     kube_emulator.add_node("gpu-h100", H100_LABELS, 8)
     kube_emulator.add_node("gpu-a100", A100_LABELS, 4, cpus="64", memory="512Gi")
     kube_emulator.add_node("gpu-l4", L4_LABELS, 1, cpus="8", memory="32Gi")
+    before = len(kube_emulator.manifests())
     yield Nodus(kube_emulator, tmp_path)
+    # Every Job nodus created in the test is valid for Kubernetes' own schemas.
+    for manifest in kube_emulator.manifests()[before:]:
+        kubernetes_validate.validate(manifest, SCHEMA_VERSION, strict=True)
 
 
 def _finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
@@ -466,3 +473,30 @@ def test_functions_mounts_and_ports_are_refused_before_anything_is_created(
     assert done.returncode == 3, done.stdout + done.stderr
     assert "stage 'main' mounts host paths" in done.stderr
     assert kube_emulator.jobs() == []
+
+
+def test_with_a_kueue_queue_the_job_waits_suspended_until_kueue_admits_it(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    nodus.config.write_text('[kubernetes]\nqueue = "team-a"\npriority_class = "batch-low"\n')
+    proc = nodus.popen("run", nodus.workload("kq", "true"), "--target", "kubernetes")
+    deadline = time.monotonic() + 30
+    while not kube_emulator.jobs() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    [job] = kube_emulator.jobs()
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert job["spec"]["template"]["spec"]["priorityClassName"] == "batch-low"
+    while nodus.runs()[0]["status"] != "queued" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert kube_emulator.pods() == []
+    name = job["metadata"]["name"]
+    kube_emulator.call(  # Kueue admits it
+        "PATCH", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{name}", {"spec": {"suspend": False}}
+    )
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.run_pod(pod, "gpu-h100")
+    kube_emulator.end_pod(pod, 0)
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    assert f"waiting for Kueue to admit Job {name} from queue 'team-a'" in out
