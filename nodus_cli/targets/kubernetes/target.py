@@ -411,7 +411,9 @@ class KubernetesTarget(Target):
             phase = ((pod or {}).get("status") or {}).get("phase", "no pod yet")
             node = ((pod or {}).get("spec") or {}).get("nodeName")
             where = f" on {node}" if node else ""
-            parts.append(f"{stage.name}: Job {stage.job_id} {str(phase).lower()}{where}")
+            reason = following.pending_reason(pod, []) if pod is not None and not node else None
+            why = f": the scheduler says: {reason}" if reason else ""
+            parts.append(f"{stage.name}: Job {stage.job_id} {str(phase).lower()}{where}{why}")
         return "; ".join(parts) or None
 
     def nodes(self) -> list[NodeInfo]:

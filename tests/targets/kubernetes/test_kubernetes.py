@@ -382,7 +382,10 @@ def test_a_waiting_pod_names_who_holds_the_gpus_and_nodes_show_them_held(
         runs = nodus.runs()
     assert runs[0]["status"] == "queued"
     done = nodus.run("runs")
-    assert "pending" in done.stdout.lower() or "queued" in done.stdout.lower(), done.stdout
+    assert (
+        f"main: Job {kube_emulator.jobs()[0]['metadata']['name']} pending: the scheduler says: "
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu." in done.stdout
+    ), done.stdout
     kube_emulator.run_pod(pod, "gpu-h100")
     kube_emulator.end_pod(pod, 0)
     rc, out = _finish(proc)
