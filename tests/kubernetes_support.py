@@ -89,6 +89,10 @@ class KubeEmulator:
                             "context": {"cluster": "emu", "user": "expired"},
                         },
                         {
+                            "name": "missing",
+                            "context": {"cluster": "emu", "user": "alice", "namespace": "missing"},
+                        },
+                        {
                             "name": "forbidden",
                             "context": {
                                 "cluster": "emu",

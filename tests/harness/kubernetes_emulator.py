@@ -18,8 +18,9 @@ cannot run (no scheduler, no kubelet):
   unscheduled (labels ``job-name``, ``batch.kubernetes.io/job-name``);
   deleting a Job deletes its pods (the garbage collector's part);
 * ``GET .../pods/NAME/log`` answers the pod's annotation ``emulator.nodus.test/log``;
-* the bearer token ``expired-token`` is answered 401, and namespace ``forbidden`` 403,
-  with the Status documents a real API server sends.
+* the bearer token ``expired-token`` is answered 401, namespace ``forbidden`` 403, and
+  creating anything in namespace ``missing`` 404 (listing there finds nothing, as on a
+  real server), with the Status documents a real API server sends.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
                 f'"{group}" in the namespace "forbidden"',
                 {"kind": plural},
             )
+        if request.namespace == "missing" and request.method == "POST":
+            raise KubernetesError(404, "NotFound", 'namespaces "missing" not found', {})
         if _is(request, "", "pods") and request.subresource == "log":
             obj = None
             for (res, ns, name), stored in self.objects.items():

@@ -145,6 +145,8 @@ class Following:
     def __init__(self, name: str) -> None:
         #: The Job's name (its job id in the records).
         self.name = name
+        #: nodus created it (a failure before that leaves nothing to delete).
+        self.created = False
         self.stopping = False
         self.started = False
         self.log_offset = 0

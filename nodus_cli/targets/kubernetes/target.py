@@ -211,12 +211,13 @@ class KubernetesTarget(Target):
             self._jobs[task.key] = job
         try:
             return self._run(task, ctx, job)
-        except KubernetesFailure as exc:
+        except NotRunnable as exc:
             said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
-            # A retry makes a Job of its own: this one must not go on beside it.
-            with contextlib.suppress(KubernetesFailure):
-                self._delete(name)
-            if exc.status is None or exc.status >= 500:
+            if job.created:  # a retry makes a Job of its own: this one must not go on
+                with contextlib.suppress(KubernetesFailure):
+                    self._delete(name)
+            status = exc.status if isinstance(exc, KubernetesFailure) else 0
+            if status is None or status >= 500:
                 return TaskEnd(TaskState.INFRASTRUCTURE, 1, said)
             return TaskEnd(TaskState.CANNOT_START, 1, said)
         finally:
@@ -234,6 +235,7 @@ class KubernetesTarget(Target):
             queue=self.settings.queue,
         )
         self.cluster.create_job(manifest)
+        job.created = True
         ctx.submitted(
             f"created Job {job.name} in namespace {self.cluster.namespace}", job_id=job.name
         )

@@ -503,3 +503,14 @@ def test_with_a_kueue_queue_the_job_waits_suspended_until_kueue_admits_it(
     rc, out = _finish(proc)
     assert rc == 0, out
     assert f"waiting for Kueue to admit Job {name} from queue 'team-a'" in out
+
+
+def test_a_namespace_that_does_not_exist_fails_the_stage_saying_so(nodus: Nodus) -> None:
+    nodus.config.write_text('[kubernetes]\ncontext = "missing"\n')
+    done = nodus.run("run", nodus.workload("ns", "true"), "--target", "kubernetes")
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "has no such thing (create Job nodus-" in said
+    assert 'namespaces "missing" not found' in said
+    assert "kubectl get namespace missing" in said
+    assert "Traceback" not in said
