@@ -31,6 +31,8 @@ from kubernetes_support import (
     kube_emulator,  # noqa: F401 - fixture
 )
 
+from nodus_cli import Client
+
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 #: The Kubernetes version whose OpenAPI schemas every Job nodus creates is checked against.
 SCHEMA_VERSION = "1.33.0"
@@ -514,3 +516,17 @@ def test_a_namespace_that_does_not_exist_fails_the_stage_saying_so(nodus: Nodus)
     assert 'namespaces "missing" not found' in said
     assert "kubectl get namespace missing" in said
     assert "Traceback" not in said
+
+
+def test_client_list_nodes_is_what_nodus_nodes_shows(
+    nodus: Nodus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in nodus.environ().items():
+        monkeypatch.setenv(key, value)
+    with Client(target="kubernetes") as client:
+        nodes = {n.hostname: n for n in client.list_nodes()}
+    assert {k: (n.gpu, n.gpus, n.free_gpus, n.state) for k, n in nodes.items()} == {
+        "gpu-h100": ("H100", 8, 8, "ready"),
+        "gpu-a100": ("A100", 4, 4, "ready"),
+        "gpu-l4": ("L4", 1, 1, "ready"),
+    }
