@@ -3,12 +3,14 @@
 Contract: :func:`follow` looks at the Job and its pod every :data:`POLL_SECONDS` and
 reports through the task's context: a pod the scheduler has not placed is ``queued``
 with the scheduler's own reason (the ``PodScheduled=False`` condition's message, else the
-pod's latest ``FailedScheduling`` event) and who holds the GPUs of the model it waits for;
-a running pod is started (its node) and its log is followed line by line; the end comes
-from the pod's container (exit code, ``OOMKilled``), the pod (``Evicted``) or the Job
-(deleted from outside, failed with no pod). An image the cluster cannot pull
-(``ErrImagePull``, ``ImagePullBackOff``, ``InvalidImageName``) ends the task at once as
-``CANNOT_START``, its Job deleted, with the fix. The readers (:func:`pod_end`,
+pod's latest ``FailedScheduling`` event) and who holds the GPUs of the model it waits for
+(asked again every :data:`HOLDERS_SECONDS`); a pod placed but not started waits for its
+container (the image's pull is not charged); a running pod is started (its node) and its
+log is followed line by line; the end comes from the pod's container (exit code,
+``OOMKilled``), the pod (``Evicted``) or the Job (deleted from outside, failed with no
+pod). An image the cluster cannot pull (``ErrImagePull``, ``ImagePullBackOff``,
+``InvalidImageName``) ends the task at once as ``CANNOT_START``, its Job deleted, with
+the fix. The readers (:func:`pod_end`,
 :func:`pull_problem`, :func:`pending_reason`) are pure functions of the documents.
 
 Why apart: the polling of a scheduler's job is what every cluster target does; kept
@@ -25,6 +27,7 @@ from nodus_cli.targets.base import Started, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
 
 __all__ = [
+    "HOLDERS_SECONDS",
     "POLL_SECONDS",
     "TROUBLE_SECONDS",
     "Following",
@@ -37,6 +40,8 @@ __all__ = [
 
 #: How often a Job and its pod are looked at.
 POLL_SECONDS = 0.5
+#: How often a waiting task asks again who holds the GPUs it waits for.
+HOLDERS_SECONDS = 10.0
 #: How long the API server may fail to answer before the task ends as a failure of the
 #: cluster (retried with ``--retries``; its Job is deleted first).
 TROUBLE_SECONDS = 60.0
@@ -151,6 +156,16 @@ class Following:
         self.started = False
         self.log_offset = 0
         self.said = ""
+        self._holders = ""
+        self._holders_at: float | None = None
+
+    def holders(self, look: Callable[[], str]) -> str:
+        """Who holds the GPUs it waits for: ``look()`` again at most every
+        :data:`HOLDERS_SECONDS` (it lists the pods of the whole cluster)."""
+        now = time.monotonic()
+        if self._holders_at is None or now - self._holders_at >= HOLDERS_SECONDS:
+            self._holders, self._holders_at = look(), now
+        return self._holders
 
 
 def _emit_log(
@@ -304,11 +319,11 @@ def _look(
     status = pod.get("status") or {}
     node = (pod.get("spec") or {}).get("nodeName")
     if status.get("phase") == "Pending" and not node:
-        reason = pending_reason(pod, cluster.events(pod_name))
+        reason = pending_reason(pod, []) or pending_reason(pod, cluster.events(pod_name))
         if reason is None:
             words = f"pod {pod_name}: the scheduler has not placed it yet"
         else:
-            held = holders()
+            held = following.holders(holders)
             words = f"pod {pod_name} waits{wants}: the scheduler says: {reason}" + (
                 f"; {held}" if held else ""
             )
@@ -320,6 +335,12 @@ def _look(
                     f"--no-wait: the cluster could not place pod {pod_name} at once: {words}; "
                     "deleted its Job",
                 )
+        if words != following.said:
+            following.said = words
+            ctx.waiting(words)
+        return None
+    if status.get("phase") == "Pending":  # placed: the kubelet pulls and starts it
+        words = f"pod {pod_name} is on node {node}; its container is starting"
         if words != following.said:
             following.said = words
             ctx.waiting(words)
