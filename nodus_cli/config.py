@@ -37,6 +37,7 @@ prices = { gpu-a = 12.0 }     # USD per hour by node or partition name
 context = "gpu-cluster"       # optional: a context of your kubeconfig (default: its current)
 namespace = "ml"              # optional: where Jobs go (default: the context's, else "default")
 priority_class = "batch-low"  # optional: the PriorityClass every pod gets
+priority_classes = { urgent = 80 }  # optional: a run's `priority` at or above -> that class
 queue = "team-a"              # optional: a Kueue LocalQueue (kueue.x-k8s.io/queue-name)
 price_per_hour = 4.0          # USD per hour of a whole node (default 0)
 prices = { "p5.48xlarge" = 98.3 }  # USD per hour by node name or a value of its labels
@@ -77,6 +78,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "context",
         "namespace",
         "priority_class",
+        "priority_classes",
         "queue",
         "price_per_hour",
         "prices",
@@ -384,6 +386,16 @@ class KubernetesConfig:
     #: USD per hour by node name, else by the value of one of the node's labels (its
     #: instance type, its GPU product).
     prices: dict[str, float] = field(default_factory=dict)
+    #: PriorityClass name -> the lowest workload ``priority`` (0-100) that gets it.
+    priority_classes: dict[str, int] = field(default_factory=dict)
+
+    def class_for(self, priority: int) -> str | None:
+        """The PriorityClass of a run of ``priority``: the class of ``priority_classes``
+        with the highest threshold the priority reaches, else ``priority_class``."""
+        reached = [
+            (floor, name) for name, floor in self.priority_classes.items() if priority >= floor
+        ]
+        return max(reached)[1] if reached else self.priority_class
 
     def price_of(self, node: str, labels: dict[str, str]) -> float:
         if node in self.prices:
@@ -445,6 +457,22 @@ def kubernetes() -> KubernetesConfig:
         )
         for name, value in raw.items()
     }
+    raw_classes = section.get("priority_classes", {})
+    if not isinstance(raw_classes, dict):
+        raise NodusError(
+            f"{path}: kubernetes.priority_classes must be a table of PriorityClass names to "
+            "the lowest workload priority (0 to 100) that gets each",
+            hint="write it as, e.g., priority_classes = { urgent = 80, batch-low = 0 }",
+        )
+    classes = {}
+    for name, floor in raw_classes.items():
+        if isinstance(floor, bool) or not isinstance(floor, int) or not 0 <= floor <= 100:
+            raise NodusError(
+                f"{path}: kubernetes.priority_classes.{name} must be a whole number from 0 "
+                f"to 100 (the lowest workload priority that gets it), not {_shown(floor)}",
+                hint=f"write it as, e.g., priority_classes = {{ {name} = 80 }}",
+            )
+        classes[str(name)] = floor
     return KubernetesConfig(
         words["context"],
         words["namespace"],
@@ -452,6 +480,7 @@ def kubernetes() -> KubernetesConfig:
         words["queue"],
         price,
         prices,
+        classes,
     )
 
 

@@ -74,6 +74,8 @@ class KubernetesTarget(Target):
         self._plan: Plan | None = None
         #: False: ``--no-wait``, a pod the scheduler cannot place ends the task.
         self._queue = True
+        #: The PriorityClass of this run's pods (its ``priority``, the configuration).
+        self._priority_class = self.settings.priority_class
         self._jobs: dict[str, following.Following] = {}
         self._lock = threading.Lock()
 
@@ -133,6 +135,7 @@ class KubernetesTarget(Target):
     def prepare(self, workload: Workload, plan: Plan) -> Preparation:
         self._plan = plan
         self._queue = workload.queue
+        self._priority_class = self.settings.class_for(workload.priority)
         for sp in plan.stages:
             if not sp.feasible:
                 lines = self._exclusions()
@@ -231,7 +234,7 @@ class KubernetesTarget(Target):
             task,
             self.cluster.namespace,
             labels,
-            priority_class=self.settings.priority_class,
+            priority_class=self._priority_class,
             queue=self.settings.queue,
         )
         self.cluster.create_job(manifest)

@@ -480,18 +480,23 @@ def test_functions_mounts_and_ports_are_refused_before_anything_is_created(
     assert kube_emulator.jobs() == []
 
 
-def test_with_a_kueue_queue_the_job_waits_suspended_until_kueue_admits_it(
+def test_with_a_kueue_queue_the_job_waits_suspended_until_kueue_admits_it_with_its_class(
     nodus: Nodus, kube_emulator: KubeEmulator
 ) -> None:
-    nodus.config.write_text('[kubernetes]\nqueue = "team-a"\npriority_class = "batch-low"\n')
-    proc = nodus.popen("run", nodus.workload("kq", "true"), "--target", "kubernetes")
+    nodus.config.write_text(
+        '[kubernetes]\nqueue = "team-a"\npriority_class = "batch-low"\n'
+        "priority_classes = { urgent = 80 }\n"
+    )
+    workload = nodus.workload("kq", "true")
+    workload.write_text(workload.read_text() + "priority = 90\n")
+    proc = nodus.popen("run", workload, "--target", "kubernetes")
     deadline = time.monotonic() + 30
     while not kube_emulator.jobs() and time.monotonic() < deadline:
         time.sleep(0.2)
     [job] = kube_emulator.jobs()
     assert job["spec"]["suspend"] is True
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    assert job["spec"]["template"]["spec"]["priorityClassName"] == "batch-low"
+    assert job["spec"]["template"]["spec"]["priorityClassName"] == "urgent"  # priority 90
     while nodus.runs()[0]["status"] != "queued" and time.monotonic() < deadline:
         time.sleep(0.3)
     assert kube_emulator.pods() == []

@@ -13,6 +13,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from nodus_cli import config
+from nodus_cli.errors import NodusError
 from nodus_cli.hardware import gpus
 from nodus_cli.targets.base import Item, Started, Task, TaskEnd, TaskState
 from nodus_cli.targets.kubernetes import follow as following
@@ -453,3 +455,29 @@ def test_an_api_server_that_fails_for_a_moment_does_not_end_the_task(
         _follow(_FlakyCluster(3, 503), _Context())
     with pytest.raises(KubernetesFailure):  # a refusal (403) is no moment's failure
         _follow(_FlakyCluster(1, 403), _Context())
+
+
+def test_a_runs_priority_picks_its_priority_class(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[kubernetes]\npriority_class = "batch-low"\n'
+        "priority_classes = { urgent = 80, normal = 40 }\n"
+    )
+    monkeypatch.setenv("NODUS_CONFIG", str(path))
+    settings = config.kubernetes()
+    assert [settings.class_for(p) for p in (100, 80, 79, 40, 39, 0)] == [
+        "urgent",
+        "urgent",
+        "normal",
+        "normal",
+        "batch-low",
+        "batch-low",
+    ]
+    path.write_text("[kubernetes]\npriority_classes = { urgent = 101 }\n")
+    with pytest.raises(NodusError) as caught:
+        config.kubernetes()
+    assert "kubernetes.priority_classes.urgent must be a whole number from 0 to 100" in str(
+        caught.value.message
+    )
