@@ -214,6 +214,7 @@ def test_a_run_is_a_job_queued_with_the_schedulers_words_then_followed_to_its_en
     stage = run["stages"][0]
     assert stage["job_id"] == job["metadata"]["name"]
     assert stage["node"] == "gpu-h100"
+    assert kube_emulator.jobs() == [] and kube_emulator.pods() == []  # the run removed them
 
 
 @pytest.mark.parametrize(
