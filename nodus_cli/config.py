@@ -33,16 +33,25 @@ container = "docker"          # how a node runs the image (only "docker" so far)
 price_per_hour = 4.0          # USD per hour of a whole node (default 0)
 prices = { gpu-a = 12.0 }     # USD per hour by node or partition name
 
+[kubernetes]                  # --target kubernetes (docs/targets.md)
+context = "gpu-cluster"       # optional: a context of your kubeconfig (default: its current)
+namespace = "ml"              # optional: where Jobs go (default: the context's, else "default")
+priority_class = "batch-low"  # optional: the PriorityClass every pod gets
+priority_classes = { urgent = 80 }  # optional: a run's `priority` at or above -> that class
+queue = "team-a"              # optional: a Kueue LocalQueue (kueue.x-k8s.io/queue-name)
+price_per_hour = 4.0          # USD per hour of a whole node (default 0)
+prices = { "p5.48xlarge" = 98.3 }  # USD per hour by node name or a value of its labels
+
 [functions]
 keep_warm = 60            # seconds a single call's warm worker waits for the next call
                           # of its kind (default 60; 0: a new container for every call)
 ```
 
 Each section is read into a frozen struct (:func:`local`, :func:`catalog`,
-:func:`limits`, :func:`functions`). Mistakes are errors that name the file, the key and
-what to write: booleans, non-finite and negative numbers are never valid amounts, unknown keys get a
-"did you mean", and a section name close to a known one (``[limit]``) is pointed out
-rather than silently ignored.
+:func:`limits`, :func:`slurm`, :func:`kubernetes`, :func:`functions`). Mistakes are errors
+that name the file, the key and what to write: booleans, non-finite and negative numbers
+are never valid amounts, unknown keys get a "did you mean", and a section name close to
+a known one (``[limit]``) is pointed out rather than silently ignored.
 """
 
 from __future__ import annotations
@@ -65,6 +74,15 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "catalog": ("sources", "max_age_days", "timeout"),
     "limits": ("max_spend_per_day", "max_spend_per_month", "max_price_per_hour"),
     "slurm": ("partition", "account", "qos", "work_root", "container", "price_per_hour", "prices"),
+    "kubernetes": (
+        "context",
+        "namespace",
+        "priority_class",
+        "priority_classes",
+        "queue",
+        "price_per_hour",
+        "prices",
+    ),
     "functions": ("keep_warm",),
 }
 #: How a Slurm node runs a workload's image (``[slurm] container``): the ones nodus knows.
@@ -353,6 +371,117 @@ _SLURM_EXAMPLES = {
     "work_root": "/shared/nodus",
     "container": "docker",
 }
+
+
+@struct(frozen=True)
+class KubernetesConfig:
+    """``[kubernetes]``: which cluster and namespace ``--target kubernetes`` uses, how its
+    pods wait (a PriorityClass, a Kueue queue) and what its nodes cost."""
+
+    context: str | None = None
+    namespace: str | None = None
+    priority_class: str | None = None
+    queue: str | None = None
+    price_per_hour: float = 0.0
+    #: USD per hour by node name, else by the value of one of the node's labels (its
+    #: instance type, its GPU product).
+    prices: dict[str, float] = field(default_factory=dict)
+    #: PriorityClass name -> the lowest workload ``priority`` (0-100) that gets it.
+    priority_classes: dict[str, int] = field(default_factory=dict)
+
+    def class_for(self, priority: int) -> str | None:
+        """The PriorityClass of a run of ``priority``: the class of ``priority_classes``
+        with the highest threshold the priority reaches, else ``priority_class``."""
+        reached = [
+            (floor, name) for name, floor in self.priority_classes.items() if priority >= floor
+        ]
+        return max(reached)[1] if reached else self.priority_class
+
+    def price_of(self, node: str, labels: dict[str, str]) -> float:
+        if node in self.prices:
+            return self.prices[node]
+        for value in sorted(labels.values()):
+            if value in self.prices:
+                return self.prices[value]
+        return self.price_per_hour
+
+
+_KUBERNETES_EXAMPLES = {
+    "context": "gpu-cluster",
+    "namespace": "ml",
+    "priority_class": "batch-low",
+    "queue": "team-a",
+}
+
+
+def kubernetes() -> KubernetesConfig:
+    path = config_path()
+    doc = _document(path)
+    if doc is None:
+        return KubernetesConfig()
+    section = _section(path, doc, "kubernetes")
+    words: dict[str, str | None] = {}
+    for key, example in _KUBERNETES_EXAMPLES.items():
+        value = section.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise NodusError(
+                f"{path}: kubernetes.{key} must be a name in quotes, not {_shown(value)}",
+                hint=f'write it as, e.g., {key} = "{example}"',
+            )
+        words[key] = value.strip() if isinstance(value, str) else None
+    price = _amount(
+        path,
+        "kubernetes",
+        "price_per_hour",
+        section.get("price_per_hour", 0.0),
+        unit="USD per hour",
+        example="4.0",
+        zero_ok=True,
+    )
+    raw = section.get("prices", {})
+    if not isinstance(raw, dict):
+        raise NodusError(
+            f"{path}: kubernetes.prices must be a table of node names or label values to "
+            "USD per hour",
+            hint='write it as, e.g., prices = { "p5.48xlarge" = 98.3 }',
+        )
+    prices = {
+        str(name): _amount(
+            path,
+            "kubernetes",
+            f"prices.{name}",
+            value,
+            unit="USD per hour",
+            example="12.0",
+            zero_ok=True,
+        )
+        for name, value in raw.items()
+    }
+    raw_classes = section.get("priority_classes", {})
+    if not isinstance(raw_classes, dict):
+        raise NodusError(
+            f"{path}: kubernetes.priority_classes must be a table of PriorityClass names to "
+            "the lowest workload priority (0 to 100) that gets each",
+            hint="write it as, e.g., priority_classes = { urgent = 80, batch-low = 0 }",
+        )
+    classes = {}
+    for name, floor in raw_classes.items():
+        if isinstance(floor, bool) or not isinstance(floor, int) or not 0 <= floor <= 100:
+            raise NodusError(
+                f"{path}: kubernetes.priority_classes.{name} must be a whole number from 0 "
+                f"to 100 (the lowest workload priority that gets it), not {_shown(floor)}",
+                hint=f"write it as, e.g., priority_classes = {{ {name} = 80 }}",
+            )
+        classes[str(name)] = floor
+    return KubernetesConfig(
+        words["context"],
+        words["namespace"],
+        words["priority_class"],
+        words["queue"],
+        price,
+        prices,
+        classes,
+    )
 
 
 def parse_source(text: str, base: Path | None = None) -> CatalogSource:

@@ -235,6 +235,18 @@ def test_only_the_dashboard_imports_the_web_libraries() -> None:
     assert not wrong, "web libraries imported outside nodus_cli.dashboard:\n" + "\n".join(wrong)
 
 
+def test_only_the_kubernetes_target_imports_the_kubernetes_client() -> None:
+    wrong = [
+        str(i)
+        for i in every_import()
+        if i.target.split(".")[0] == "kubernetes" and i.module != "nodus_cli.targets.kubernetes.api"
+    ]
+    assert not wrong, (
+        "the kubernetes client (an optional extra) imported outside "
+        "nodus_cli.targets.kubernetes.api:\n" + "\n".join(wrong)
+    )
+
+
 def test_the_command_line_reaches_the_dashboard_from_its_command_only() -> None:
     wrong = [
         str(i)

@@ -18,6 +18,8 @@ from nodus_cli.structs import struct
 
 _STRIP = re.compile(r"[\s_\-]+")
 _MEMORY_SUFFIX = re.compile(r"^(?P<base>.*?)(?P<digits>\d+)(?:gb|g)$")
+#: A node label's name of part of a GPU: a MIG slice or a time-sliced share.
+_PART = re.compile(r"mig\d|shared$")
 _FORM_FACTORS = (
     "sxm6",
     "sxm5",
@@ -255,6 +257,23 @@ class GpuTable:
             key = normalize(spelling)
             if owner.setdefault(key, family) != family:
                 found.append(f"{spelling!r}: {owner[key]} vs {family}")
+        return found
+
+    def node_label(self, value: str) -> CatalogName | None:
+        """The GPU a Kubernetes node label names: the GPU operator's
+        ``nvidia.com/gpu.product`` (the driver's product name with hyphens:
+        ``NVIDIA-H100-80GB-HBM3``, ``Tesla-T4``), GKE's ``cloud.google.com/gke-accelerator``
+        (``nvidia-tesla-a100``, ``nvidia-h100-80gb``) or karpenter's
+        ``karpenter.k8s.aws/instance-gpu-name`` (``h100``). None when the table does not
+        know it, and for a part of a GPU: a MIG slice (``...-MIG-1g.5gb``) or a
+        time-sliced share (``...-SHARED``) is not the model, and is never read as one."""
+        key = normalize(value)
+        if _PART.search(key) or len(key) > 64:
+            return None
+        found = self.catalog_name(value)
+        if found is None and key.startswith("tesla"):
+            # GKE keeps the retired "Tesla" brand in front of models sold without it
+            found = self.catalog_name(key[len("tesla") :])
         return found
 
     def driver_name(self, product: str) -> GpuFamily | None:

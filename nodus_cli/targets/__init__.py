@@ -23,6 +23,7 @@ REGISTRY: dict[str, str] = {
     "local": "nodus_cli.targets.local:LocalTarget",
     "swarm": "nodus_cli.targets.swarm:SwarmTarget",
     "slurm": "nodus_cli.targets.slurm:SlurmTarget",
+    "kubernetes": "nodus_cli.targets.kubernetes:KubernetesTarget",
 }
 
 
@@ -49,8 +50,9 @@ def get(
     if where is None:
         raise UsageError(
             f"unknown target {name!r}: nodus runs on {', '.join(REGISTRY)}",
-            hint="--target local (this machine), --target swarm (a Docker Swarm cluster) "
-            "or --target slurm (a Slurm cluster, from its login node)",
+            hint="--target local (this machine), --target swarm (a Docker Swarm cluster), "
+            "--target slurm (a Slurm cluster, from its login node) or --target kubernetes "
+            "(a Kubernetes cluster, from your kubeconfig)",
         )
     module, _, attribute = where.partition(":")
     cls: type[Target] = getattr(importlib.import_module(module), attribute)

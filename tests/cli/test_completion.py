@@ -69,7 +69,7 @@ def test_bash_completes_commands_and_option_values_from_the_script(bin_dir: Path
     done = in_shell(bin_dir, "bash", complete.format(words="nodus va", at=1))
     assert done.stdout.split() == ["validate"], done.stderr
     done = in_shell(bin_dir, "bash", complete.format(words="nodus run --target ''", at=3))
-    assert done.stdout.split() == ["catalog", "local", "swarm", "slurm"], done.stderr
+    assert done.stdout.split() == ["catalog", "local", "swarm", "slurm", "kubernetes"], done.stderr
 
 
 @pytest.mark.parametrize(

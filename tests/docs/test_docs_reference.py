@@ -241,9 +241,17 @@ def _load_all() -> tuple[
     config.CatalogConfig,
     config.LimitsConfig,
     config.SlurmConfig,
+    config.KubernetesConfig,
     config.FunctionsConfig,
 ]:
-    return config.local(), config.catalog(), config.limits(), config.slurm(), config.functions()
+    return (
+        config.local(),
+        config.catalog(),
+        config.limits(),
+        config.slurm(),
+        config.kubernetes(),
+        config.functions(),
+    )
 
 
 def test_the_configuration_page_has_examples() -> None:
@@ -260,7 +268,7 @@ def test_every_configuration_example_reads_as_nodus_reads_it(
     path.write_text(block.body, encoding="utf-8")
     monkeypatch.setenv("NODUS_CONFIG", str(path))
     if block.mark is None:
-        names = ("local", "catalog", "limits", "slurm", "functions")
+        names = ("local", "catalog", "limits", "slurm", "kubernetes", "functions")
         loaded = dict(zip(names, _load_all(), strict=True))
         written = tomllib.loads(block.body)
         assert written and set(written) <= set(loaded)

@@ -1,0 +1,364 @@
+"""Following one task's Job: what its pod says now, in nodus's words, until it ends.
+
+Contract: :func:`follow` looks at the Job and its pod every :data:`POLL_SECONDS` and
+reports through the task's context: a pod the scheduler has not placed is ``queued``
+with the scheduler's own reason (the ``PodScheduled=False`` condition's message, else the
+pod's latest ``FailedScheduling`` event) and who holds the GPUs of the model it waits for
+(asked again every :data:`HOLDERS_SECONDS`); a pod placed but not started waits for its
+container (the image's pull is not charged); a running pod is started (its node) and its
+log is followed line by line; the end comes from the pod's container (exit code,
+``OOMKilled``), the pod (``Evicted``) or the Job (deleted from outside, failed with no
+pod). An image the cluster cannot pull (``ErrImagePull``, ``ImagePullBackOff``,
+``InvalidImageName``) ends the task at once as ``CANNOT_START``, its Job deleted, with
+the fix. The readers (:func:`pod_end`,
+:func:`pull_problem`, :func:`pending_reason`) are pure functions of the documents.
+
+Why apart: the polling of a scheduler's job is what every cluster target does; kept
+small and on its own, it can move onto a layer the cluster targets share.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from nodus_cli.targets.base import Started, TaskContext, TaskEnd, TaskState
+from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
+
+__all__ = [
+    "HOLDERS_SECONDS",
+    "POLL_SECONDS",
+    "TROUBLE_SECONDS",
+    "Following",
+    "follow",
+    "job_pods",
+    "pending_reason",
+    "pod_end",
+    "pull_problem",
+]
+
+#: How often a Job and its pod are looked at.
+POLL_SECONDS = 0.5
+#: How often a waiting task asks again who holds the GPUs it waits for.
+HOLDERS_SECONDS = 10.0
+#: How long the API server may fail to answer before the task ends as a failure of the
+#: cluster (retried with ``--retries``; its Job is deleted first).
+TROUBLE_SECONDS = 60.0
+_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+_CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+
+
+def job_pods(pods: list[dict[str, Any]], job: str) -> list[dict[str, Any]]:
+    """The pods of Job ``job`` among ``pods`` (the controller's ``job-name`` label)."""
+    found = []
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if job in (labels.get("batch.kubernetes.io/job-name"), labels.get("job-name")):
+            found.append(pod)
+    return found
+
+
+def _container(pod: dict[str, Any]) -> dict[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+    return statuses[0] if statuses else {}
+
+
+def pull_problem(pod: dict[str, Any], image: str) -> TaskEnd | None:
+    """The pod cannot start its container (an image the cluster cannot pull, a config it
+    cannot make): the end that says so, else None."""
+    waiting = (_container(pod).get("state") or {}).get("waiting") or {}
+    reason = waiting.get("reason") or ""
+    said = waiting.get("message") or ""
+    if reason in _PULL_REASONS:
+        return TaskEnd(
+            TaskState.CANNOT_START,
+            125,
+            f"the cluster cannot pull the image {image} ({reason}{': ' + said if said else ''}); "
+            "check its name and tag, and that the nodes may pull it (an imagePullSecret in "
+            "the namespace for a private registry)",
+        )
+    if reason in _CONFIG_REASONS:
+        return TaskEnd(
+            TaskState.CANNOT_START,
+            126,
+            f"the cluster cannot start the container ({reason}{': ' + said if said else ''})",
+        )
+    return None
+
+
+def pending_reason(pod: dict[str, Any] | None, events: list[dict[str, Any]]) -> str | None:
+    """The scheduler's own words for a pod it has not placed (None: not said yet)."""
+    if pod is not None:
+        for condition in (pod.get("status") or {}).get("conditions") or ():
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                message = condition.get("message") or condition.get("reason")
+                if message:
+                    return str(message)
+    said = [e for e in events if e.get("reason") == "FailedScheduling" and e.get("message")]
+    if said:
+        latest = max(said, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        return str(latest["message"])
+    return None
+
+
+def pod_end(pod: dict[str, Any], memory_said: str) -> TaskEnd | None:
+    """How an ended pod (``Succeeded``/``Failed``) ended; None while it has not.
+    ``memory_said``: the task's memory limit in words, for an out-of-memory end."""
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    if phase not in ("Succeeded", "Failed"):
+        return None
+    if status.get("reason") == "Evicted":
+        return TaskEnd(
+            TaskState.INFRASTRUCTURE,
+            137,
+            f"the node evicted the pod ({status.get('message') or 'Evicted'}); "
+            "--retries runs it again, with the same GPU model and count",
+        )
+    if status.get("reason") == "DeadlineExceeded":
+        return TaskEnd(TaskState.KILLED, 137, "the Job's deadline ended it (DeadlineExceeded)")
+    terminated = (_container(pod).get("state") or {}).get("terminated") or {}
+    if not terminated:
+        return TaskEnd(
+            TaskState.INFRASTRUCTURE,
+            1,
+            f"the pod {phase.lower()} without its container's end "
+            f"({status.get('reason') or 'no reason given'})",
+        )
+    code = int(terminated.get("exitCode") or 0)
+    reason = terminated.get("reason") or ""
+    if reason == "OOMKilled":
+        return TaskEnd(
+            TaskState.OUT_OF_MEMORY,
+            code or 137,
+            f"out of memory: it reached {memory_said}; raise memory_gb in [requirements]",
+        )
+    if reason in ("ContainerCannotRun", "StartError") or code in (126, 127):
+        said = terminated.get("message") or reason
+        return TaskEnd(
+            TaskState.CANNOT_START,
+            code if code in (126, 127) else 127,
+            f"its command could not be started: {said}",
+        )
+    return TaskEnd(TaskState.EXITED, code)
+
+
+class Following:
+    """What a followed task has said so far, and whether nodus is stopping it."""
+
+    def __init__(self, name: str) -> None:
+        #: The Job's name (its job id in the records).
+        self.name = name
+        #: nodus created it (a failure before that leaves nothing to delete).
+        self.created = False
+        self.stopping = False
+        self.started = False
+        self.log_offset = 0
+        self.said = ""
+        self._holders = ""
+        self._holders_at: float | None = None
+
+    def holders(self, look: Callable[[], str]) -> str:
+        """Who holds the GPUs it waits for: ``look()`` again at most every
+        :data:`HOLDERS_SECONDS` (it lists the pods of the whole cluster)."""
+        now = time.monotonic()
+        if self._holders_at is None or now - self._holders_at >= HOLDERS_SECONDS:
+            self._holders, self._holders_at = look(), now
+        return self._holders
+
+
+def _emit_log(
+    cluster: Cluster, pod: str, following: Following, ctx: TaskContext, final: bool
+) -> None:
+    data = cluster.log(pod)
+    if len(data) < following.log_offset:  # a new container: its log starts over
+        following.log_offset = 0
+    fresh = data[following.log_offset :]
+    *whole, rest = fresh.split(b"\n")
+    for line in whole:
+        ctx.emit("stdout", line.decode("utf-8", "replace"))
+    following.log_offset += len(fresh) - len(rest)
+    if final and rest:
+        ctx.emit("stdout", rest.decode("utf-8", "replace"))
+        following.log_offset += len(rest)
+
+
+def follow(
+    cluster: Cluster,
+    following: Following,
+    ctx: TaskContext,
+    *,
+    image: str,
+    memory_said: str,
+    started: Callable[[str], Started],
+    holders: Callable[[], str],
+    queue_ok: bool,
+    queue_name: str | None,
+    wants: str = "",
+) -> TaskEnd:
+    """Follow the Job until it ends (see the module). ``started(node)`` makes what the
+    context is told when the pod runs; ``holders()`` says who holds the GPUs it waits
+    for, ``wants`` what it waits for (`` for 2x H100``); ``queue_ok`` False:
+    ``--no-wait``, a pod the scheduler cannot place ends the task. The API server may fail
+    to answer for :data:`TROUBLE_SECONDS` before the failure is raised."""
+    troubled: float | None = None  # since when the API server fails to answer
+    while True:
+        try:
+            end = _once(
+                cluster,
+                following,
+                ctx,
+                image,
+                memory_said,
+                started,
+                holders,
+                queue_ok,
+                queue_name,
+                wants,
+            )
+        except KubernetesFailure as exc:
+            # An API server that fails for a moment (an upgrade, a lost connection) does
+            # not end a task the cluster still runs: nodus looks again for a while.
+            if exc.status is not None and exc.status < 500:
+                raise
+            troubled = troubled if troubled is not None else time.monotonic()
+            if time.monotonic() - troubled > TROUBLE_SECONDS:
+                raise
+            end = None
+        else:
+            troubled = None
+        if end is not None:
+            return end
+        time.sleep(POLL_SECONDS)
+
+
+def _once(
+    cluster: Cluster,
+    following: Following,
+    ctx: TaskContext,
+    image: str,
+    memory_said: str,
+    started: Callable[[str], Started],
+    holders: Callable[[], str],
+    queue_ok: bool,
+    queue_name: str | None,
+    wants: str,
+) -> TaskEnd | None:
+    """Read the Job and its newest pod once: the task's end, or None while it goes on."""
+    name = following.name
+    job = cluster.job(name)
+    if job is None:
+        if following.stopping:
+            return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (Job deleted)")
+        return TaskEnd(
+            TaskState.KILLED,
+            137,
+            f"the Job {name} was deleted outside nodus (kubectl delete job?); not retried",
+        )
+    pods = job_pods(cluster.pods(f"job-name={name}"), name)
+    pod = max(
+        pods,
+        key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")),
+        default=None,
+    )
+    return _look(
+        cluster,
+        following,
+        ctx,
+        job,
+        pod,
+        image,
+        memory_said,
+        started,
+        holders,
+        queue_ok,
+        queue_name,
+        wants,
+    )
+
+
+def _look(
+    cluster: Cluster,
+    following: Following,
+    ctx: TaskContext,
+    job: dict[str, Any],
+    pod: dict[str, Any] | None,
+    image: str,
+    memory_said: str,
+    started: Callable[[str], Started],
+    holders: Callable[[], str],
+    queue_ok: bool,
+    queue_name: str | None,
+    wants: str,
+) -> TaskEnd | None:
+    """One look at the Job and its pod: the task's end, or None while it goes on."""
+    name = following.name
+    if following.stopping:
+        # nodus deletes the Job (again, if the first try failed); its pod going away
+        # says nothing new: the Job's absence ends the task
+        cluster.delete_job(name)
+        return None
+    if pod is None:
+        failed = _job_failed(job)
+        if failed is not None:
+            return TaskEnd(TaskState.KILLED, 1, f"the Job {name} failed with no pod: {failed}")
+        if (job.get("spec") or {}).get("suspend"):
+            words = f"waiting for Kueue to admit Job {name} from queue {queue_name!r}"
+        else:
+            words = f"Job {name} created; its pod is not there yet"
+        if words != following.said:
+            following.said = words
+            ctx.waiting(words)
+        return None
+    pod_name = str((pod.get("metadata") or {}).get("name"))
+    problem = pull_problem(pod, image)
+    if problem is not None:
+        cluster.delete_job(name)
+        return problem
+    status = pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    if status.get("phase") == "Pending" and not node:
+        reason = pending_reason(pod, []) or pending_reason(pod, cluster.events(pod_name))
+        if reason is None:
+            words = f"pod {pod_name}: the scheduler has not placed it yet"
+        else:
+            held = following.holders(holders)
+            words = f"pod {pod_name} waits{wants}: the scheduler says: {reason}" + (
+                f"; {held}" if held else ""
+            )
+            if not queue_ok:
+                cluster.delete_job(name)
+                return TaskEnd(
+                    TaskState.KILLED,
+                    3,
+                    f"--no-wait: the cluster could not place pod {pod_name} at once: {words}; "
+                    "deleted its Job",
+                )
+        if words != following.said:
+            following.said = words
+            ctx.waiting(words)
+        return None
+    if status.get("phase") == "Pending":  # placed: the kubelet pulls and starts it
+        words = f"pod {pod_name} is on node {node}; its container is starting"
+        if words != following.said:
+            following.said = words
+            ctx.waiting(words)
+        return None
+    if status.get("phase") in ("Running", "Succeeded", "Failed") and not following.started:
+        following.started = True
+        ctx.started(started(str(node)))
+    if status.get("phase") == "Running":
+        _emit_log(cluster, pod_name, following, ctx, final=False)
+        return None
+    end = pod_end(pod, memory_said)
+    if end is not None:
+        _emit_log(cluster, pod_name, following, ctx, final=True)
+    return end
+
+
+def _job_failed(job: dict[str, Any]) -> str | None:
+    for condition in (job.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "Failed" and condition.get("status") == "True":
+            return str(condition.get("message") or condition.get("reason") or "Failed")
+    return None

@@ -1,0 +1,151 @@
+"""The ``batch/v1`` Job a task becomes: one pod on one node, as SPEC section 13 says.
+
+Contract (:func:`job_manifest`, a pure function): ``limits: nvidia.com/gpu: N`` for a GPU
+stage, with node affinity on the label values of the nodes that carry the requested model
+(never another model) and the GPU taint tolerated; CPU and memory requests equal to their
+limits (2 GiB per CPU when the stage gives no memory, as on the local target); ``/dev/shm``
+a memory ``emptyDir`` of half the memory limit, which it counts against; labels
+``nodus.run``, ``nodus.stage`` (and ``nodus.item``); never privileged, no privilege
+escalation; ``backoffLimit: 0`` and ``restartPolicy: Never`` (retries are nodus's, with
+the same model and count); a configured PriorityClass and Kueue queue (Kueue admits a
+Job created suspended). Every manifest is checked against Kubernetes' own schemas in the
+tests (``kubernetes-validate``).
+
+Why apart: the manifest is the contract with the cluster; it is tested without one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from nodus_cli.targets.base import Task
+from nodus_cli.targets.docker.containers import (
+    LABEL_ITEM,
+    LABEL_RUN,
+    LABEL_STAGE,
+    WORK_DIR_IN_CONTAINER,
+    invocation,
+    memory_bytes,
+)
+from nodus_cli.targets.kubernetes.nodes import GPU_RESOURCE, GPU_TAINT
+
+__all__ = ["CONTAINER", "QUEUE_LABEL", "job_manifest", "job_name", "label_value"]
+
+#: The name of the one container of a task's pod.
+CONTAINER = "task"
+#: The label Kueue reads a Job's LocalQueue from.
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+_UNSAFE = re.compile(r"[^a-z0-9-]+")
+_LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def job_name(task: Task) -> str:
+    """``nodus-RUN-STAGE[-ITEM]-ATTEMPT`` as a DNS label (at most 63 characters: the Job
+    controller copies it into a label); a long stage name is cut and a hash keeps it
+    unique."""
+    key = task.stage.name if task.item is None else f"{task.stage.name}-{task.item.index}"
+    name = _UNSAFE.sub("-", f"nodus-{task.run_id}-{key}-{task.attempt}".lower()).strip("-")
+    if len(name) <= 63:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:54].rstrip('-')}-{digest}"
+
+
+def label_value(text: str) -> str:
+    """``text`` as a label value (at most 63 characters of ``[A-Za-z0-9_.-]``)."""
+    return _LABEL_UNSAFE.sub("-", text)[:63].strip("-_.")
+
+
+def _affinity(labels: list[tuple[str, str]]) -> dict[str, Any]:
+    """Required node affinity: a node whose label names the model (any of the terms)."""
+    by_key: dict[str, list[str]] = {}
+    for key, value in labels:
+        if value not in by_key.setdefault(key, []):
+            by_key[key].append(value)
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": key, "operator": "In", "values": values}]}
+                    for key, values in sorted(by_key.items())
+                ]
+            }
+        }
+    }
+
+
+def job_manifest(
+    task: Task,
+    namespace: str,
+    model_labels: list[tuple[str, str]],
+    priority_class: str | None = None,
+    queue: str | None = None,
+) -> dict[str, Any]:
+    """The Job of ``task`` (see the module); ``model_labels``: the (label, value) pairs of
+    the nodes that carry the planned GPU model (empty for a stage without GPUs)."""
+    stage = task.stage
+    req = stage.requirements
+    memory = memory_bytes(req.cpu, req.memory_gb)
+    cpu = f"{round(req.cpu * 1000)}m"
+    limits: dict[str, Any] = {"cpu": cpu, "memory": str(memory)}
+    if req.wants_gpu:
+        limits[GPU_RESOURCE] = str(req.gpu_count)
+    labels = {LABEL_RUN: label_value(task.run_id), LABEL_STAGE: label_value(stage.name)}
+    if task.item is not None:
+        labels[LABEL_ITEM] = str(task.item.index)
+    entrypoint, command = invocation(task)
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": stage.image,
+        "env": [
+            {"name": name, "value": value}
+            for name, value in task.environment(WORK_DIR_IN_CONTAINER).items()
+        ],
+        "resources": {"limits": limits, "requests": dict(limits)},
+        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
+        "volumeMounts": [
+            {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": "work", "mountPath": WORK_DIR_IN_CONTAINER},
+        ],
+    }
+    if entrypoint == [""]:  # the ENTRYPOINT cleared: the command replaces it
+        if command is not None:
+            container["command"] = command
+    else:
+        if entrypoint is not None:
+            container["command"] = entrypoint
+        if command is not None:
+            container["args"] = command
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": [
+            # /dev/shm counts against the memory limit: half of it, as on the local target
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{memory // 2}"}},
+            {"name": "work", "emptyDir": {}},
+        ],
+    }
+    if req.wants_gpu:
+        pod["affinity"] = _affinity(model_labels)
+        pod["tolerations"] = [{"key": GPU_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+    if priority_class is not None:
+        pod["priorityClassName"] = priority_class
+    job_labels = dict(labels)
+    if queue is not None:
+        job_labels[QUEUE_LABEL] = queue
+    spec: dict[str, Any] = {
+        "backoffLimit": 0,
+        "completions": 1,
+        "parallelism": 1,
+        "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
+    }
+    if queue is not None:
+        spec["suspend"] = True  # Kueue admits it (unsuspends it) when its queue has room
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job_name(task), "namespace": namespace, "labels": job_labels},
+        "spec": spec,
+    }

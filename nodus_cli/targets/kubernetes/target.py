@@ -1,0 +1,490 @@
+"""Kubernetes as a target: each task one ``batch/v1`` Job of one pod on one node.
+
+nodus plans against what the API server says each node holds (:mod:`.nodes`: allocatable
+``nvidia.com/gpu``, the GPU model from the GPU operator's or the cloud's labels, what the
+bound pods request), refuses a request no node can ever meet before it creates anything,
+and creates each task's Job (:mod:`.manifest`) in the configured namespace, then follows
+it (:mod:`.follow`): pending is ``queued`` with the scheduler's reason, running follows
+the pod's log, the end comes from the pod, the Job, or the Job's absence.
+
+The Jobs are the cluster's (:attr:`owns_jobs`): each task's Job name is recorded as its
+job id, a nodus process that dies leaves the Job running, and the next nodus command reads
+how it ended (:meth:`KubernetesTarget.settle`). Only ``nodus stop`` (or Ctrl-C on the
+supervising process) deletes it, with its pods.
+
+Not built yet (docs/targets.md says so): Indexed Jobs for fan-out stages (each item is a
+Job of its own), Python functions, mounts and ports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from nodus_cli import config
+from nodus_cli.catalog import Offer
+from nodus_cli.errors import NotRunnable
+from nodus_cli.planning.capabilities import Capabilities
+from nodus_cli.planning.ranking import Candidate, RuntimeLookup
+from nodus_cli.records import RunStatus, StageRecord, StageStatus
+from nodus_cli.targets.base import (
+    Cleanup,
+    NodeInfo,
+    Preparation,
+    Settled,
+    Started,
+    Target,
+    TargetFailure,
+    Task,
+    TaskContext,
+    TaskEnd,
+    TaskState,
+)
+from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_limit
+from nodus_cli.targets.kubernetes import follow as following
+from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure, connect
+from nodus_cli.targets.kubernetes.manifest import job_manifest, job_name, label_value
+from nodus_cli.targets.kubernetes.nodes import NodeRecord, node_records
+
+if TYPE_CHECKING:
+    from nodus_cli.planning.plan import Plan, StagePlan
+    from nodus_cli.records import RunRecord, RunStore
+    from nodus_cli.workload import Stage, Workload
+
+__all__ = ["KubernetesTarget"]
+
+
+class KubernetesTarget(Target):
+    name: ClassVar[str] = "kubernetes"
+    description: ClassVar[str] = "the Kubernetes cluster"
+    #: Each pod has its own NODUS_WORK_DIR (an emptyDir): stages do not share one.
+    capabilities: ClassVar[Capabilities] = Capabilities(shared_work_dir=False)
+    owns_jobs: ClassVar[bool] = True
+    price_hint: ClassVar[str] = (
+        "set [kubernetes] price_per_hour or [kubernetes] prices in config.toml"
+    )
+
+    def __init__(self, store: RunStore, catalog: str | None = None) -> None:
+        super().__init__(store, catalog)
+        self.settings = config.kubernetes()
+        self._cluster: Cluster | None = None
+        self._nodes: list[NodeRecord] | None = None
+        self._plan: Plan | None = None
+        #: False: ``--no-wait``, a pod the scheduler cannot place ends the task.
+        self._queue = True
+        #: The PriorityClass of this run's pods (its ``priority``, the configuration).
+        self._priority_class = self.settings.priority_class
+        self._jobs: dict[str, following.Following] = {}
+        self._lock = threading.Lock()
+
+    # -- the cluster -------------------------------------------------------------------
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            self._cluster = connect(self.settings)
+        return self._cluster
+
+    def _all_nodes(self) -> list[NodeRecord]:
+        if self._nodes is None:
+            self._nodes = node_records(self.cluster.nodes(), self.cluster.pods_everywhere())
+        return self._nodes
+
+    def _price(self, node: NodeRecord) -> float:
+        return self.settings.price_of(node.name, node.labels)
+
+    def _offer(self, node: NodeRecord) -> Offer:
+        has = node.gpu is not None and node.gpus > 0
+        return Offer(
+            supplier="kubernetes",
+            machine_id=node.name,
+            region=node.zone or "kubernetes",
+            gpu=node.gpu if has else None,
+            gpu_count=node.gpus if has else 0,
+            gpu_memory_gb=(node.gpu_memory_gb or 0.0) if has else 0.0,
+            vcpus=node.cpus,
+            memory_gb=node.memory_gb,
+            disk_gb=None,
+            arch=node.arch,
+            price_per_hour=self._price(node),
+        )
+
+    def offers(self, workload: Workload) -> tuple[Offer, ...]:
+        return tuple(self._offer(n) for n in self._all_nodes() if n.usable)
+
+    def _exclusions(self) -> list[str]:
+        said = []
+        for n in self._all_nodes():
+            if not n.usable:
+                said.append(f"node {n.name} is {n.words}: the scheduler places no pod there now")
+            said.extend(f"node {n.name}: {problem}" for problem in _problems(n))
+        return said
+
+    def plan(self, workload: Workload, history: RuntimeLookup) -> Plan:
+        plan = super().plan(workload, history)
+        nodes = self._all_nodes()
+        for sp in plan.stages:
+            if not sp.feasible and not sp.nearest:
+                held = sorted(nodes, key=lambda n: (-n.gpus, n.name))
+                sp.nearest = [Candidate(self._offer(n)) for n in held[:3]]
+        plan.notes.extend(self._exclusions())
+        return plan
+
+    def prepare(self, workload: Workload, plan: Plan) -> Preparation:
+        self._plan = plan
+        self._queue = workload.queue
+        self._priority_class = self.settings.class_for(workload.priority)
+        for sp in plan.stages:
+            if not sp.feasible:
+                lines = self._exclusions()
+                if sp.nearest:
+                    near = sp.nearest[0].offer
+                    gpus = f"{near.gpu_count}× {near.gpu}" if near.gpu else "no GPU"
+                    lines.insert(
+                        0,
+                        f"nearest fit: node {near.machine_id} ({gpus}, {near.vcpus:g} CPUs, "
+                        f"{near.memory_gb:.3g} GB)",
+                    )
+                detail = "".join(f"\n  {line}" for line in lines)
+                raise NotRunnable(
+                    f"no node of the Kubernetes cluster can run stage {sp.name!r}: "
+                    f"{(sp.explanation or 'no eligible node').replace('configuration', 'node')}"
+                    + detail,
+                    hint="`nodus nodes --target kubernetes` shows what each node holds",
+                )
+        for stage in workload.stages:
+            refused = _unsupported(stage)
+            if refused is not None:
+                raise NotRunnable(
+                    f"stage {stage.name!r} {refused}: the Kubernetes target does not "
+                    "carry that yet",
+                    hint="run it with --target local",
+                )
+        # A namespace nodus may not use (RBAC, a namespace that does not exist) is said
+        # now, before anything is created.
+        self.cluster.jobs(LABEL_RUN)
+        first = plan.stages[0].selected
+        return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
+
+    def capacity(self, stage: Stage, plan: StagePlan) -> int:
+        """Jobs of a fan-out stage created at once: what the usable nodes the plan names
+        hold (their GPUs, else their CPUs); the scheduler queues the rest."""
+        names = {c.offer.machine_id for c in plan.candidates}
+        req = stage.requirements
+        total = 0
+        for n in self._all_nodes():
+            if n.usable and n.name in names:
+                if req.wants_gpu:
+                    total += n.gpus // max(1, req.gpu_count)
+                else:
+                    total += max(1, int(n.cpus // req.cpu)) if req.cpu else 1
+        return max(1, total)
+
+    # -- running -----------------------------------------------------------------------
+
+    def _model_labels(self, stage: Stage) -> list[tuple[str, str]]:
+        """The (label, value) of every node that carries the planned model for ``stage``."""
+        model = None
+        if self._plan is not None:
+            for sp in self._plan.stages:
+                if sp.name == stage.name and sp.selected is not None:
+                    model = sp.selected.offer.gpu
+        need = stage.requirements.peak_memory_gb or 0.0
+        found = [
+            n.gpu_label
+            for n in self._all_nodes()
+            if n.gpu_label is not None
+            and n.gpu is not None
+            and n.gpu == model
+            and (n.gpu_memory_gb or 0.0) >= need
+        ]
+        if not found:
+            raise NotRunnable(
+                f"stage {stage.name!r}: no node carries the GPU model {model or '?'}",
+                hint="`nodus nodes --target kubernetes` shows each node's GPU model",
+            )
+        return found
+
+    def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
+        name = job_name(task)
+        job = following.Following(name)
+        with self._lock:
+            self._jobs[task.key] = job
+        try:
+            return self._run(task, ctx, job)
+        except NotRunnable as exc:
+            said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            if job.created:  # a retry makes a Job of its own: this one must not go on
+                with contextlib.suppress(KubernetesFailure):
+                    self._delete(name)
+            status = exc.status if isinstance(exc, KubernetesFailure) else 0
+            if status is None or status >= 500:
+                return TaskEnd(TaskState.INFRASTRUCTURE, 1, said)
+            return TaskEnd(TaskState.CANNOT_START, 1, said)
+        finally:
+            with self._lock:
+                self._jobs.pop(task.key, None)
+
+    def _run(self, task: Task, ctx: TaskContext, job: following.Following) -> TaskEnd:
+        stage = task.stage
+        labels = self._model_labels(stage) if stage.requirements.wants_gpu else []
+        manifest = job_manifest(
+            task,
+            self.cluster.namespace,
+            labels,
+            priority_class=self._priority_class,
+            queue=self.settings.queue,
+        )
+        self.cluster.create_job(manifest)
+        job.created = True
+        ctx.submitted(
+            f"created Job {job.name} in namespace {self.cluster.namespace}", job_id=job.name
+        )
+        if job.stopping:
+            self._delete(job.name)
+        memory = memory_bytes(stage.requirements.cpu, stage.requirements.memory_gb)
+        return following.follow(
+            self.cluster,
+            job,
+            ctx,
+            image=stage.image,
+            memory_said=memory_limit(memory),
+            started=lambda node: self._started(task, node),
+            holders=lambda: self._holders(labels),
+            queue_ok=self._queue,
+            queue_name=self.settings.queue,
+            wants=self._wants(stage),
+        )
+
+    def _wants(self, stage: Stage) -> str:
+        """What the stage's pod waits for, as its words say it (`` for 2x H100``, with the
+        sign nodus prints; empty without GPUs)."""
+        req = stage.requirements
+        if not req.wants_gpu or self._plan is None:
+            return ""
+        for sp in self._plan.stages:
+            if sp.name == stage.name and sp.selected is not None and sp.selected.offer.gpu:
+                return f" for {req.gpu_count}× {sp.selected.offer.gpu}"
+        return ""
+
+    def _started(self, task: Task, where: str) -> Started:
+        node = next((n for n in self._all_nodes() if n.name == where), None)
+        price = self._price(node) if node is not None else 0.0
+        if node is not None and node.gpus:
+            price *= task.stage.requirements.gpu_count / node.gpus
+        config_doc = self._offer(node)._asdict() if node is not None else None
+        return Started(node=where, price_per_hour=price, config=config_doc)
+
+    def _holders(self, labels: list[tuple[str, str]]) -> str:
+        """Who holds the GPUs of the nodes of that model now (empty when none can say)."""
+        wanted = set(labels)
+        names = {
+            n.name for n in self._all_nodes() if n.gpu_label is not None and n.gpu_label in wanted
+        }
+        if not names:
+            return ""
+        try:
+            pods = self.cluster.pods_everywhere()
+        except KubernetesFailure:
+            return ""
+        held = []
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node not in names:
+                continue
+            gpus = sum(
+                int(
+                    float(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0))
+                )
+                for c in (pod.get("spec") or {}).get("containers") or ()
+            )
+            if gpus:
+                meta = pod.get("metadata") or {}
+                held.append(f"{meta.get('namespace')}/{meta.get('name')} ({gpus} on {node})")
+        if not held:
+            return ""
+        shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        return f"the GPUs of nodes {', '.join(sorted(names))} are held by {shown}"
+
+    def _delete(self, name: str) -> bool:
+        return self.cluster.delete_job(name)
+
+    def stop_task(self, task: Task) -> None:
+        with self._lock:
+            job = self._jobs.get(task.key)
+        if job is None:
+            return
+        job.stopping = True
+        with contextlib.suppress(KubernetesFailure):
+            self._delete(job.name)
+
+    def cleanup(self, run_id: str) -> Cleanup:
+        """Delete every Job of the run still there, with its pods (``nodus stop``)."""
+        try:
+            jobs = self.cluster.jobs(f"{LABEL_RUN}={label_value(run_id)}")
+        except KubernetesFailure as exc:
+            raise TargetFailure(exc.message) from None
+        removed = []
+        for job in jobs:
+            meta = job.get("metadata") or {}
+            if (meta.get("labels") or {}).get(LABEL_RUN) != label_value(run_id):
+                continue  # a server that ignores the selector
+            with contextlib.suppress(KubernetesFailure):
+                if self._delete(str(meta.get("name"))):
+                    removed.append(f"Job {meta.get('name')}")
+        return Cleanup(removed)
+
+    # -- a run whose supervisor died ------------------------------------------------------
+
+    def _job_end(self, name: str) -> tuple[TaskEnd, float] | None:
+        """How Job ``name`` ended and how long it ran (None: it still runs or waits)."""
+        job = self.cluster.job(name)
+        if job is None:
+            return TaskEnd(TaskState.KILLED, 137, f"the Job {name} is gone (deleted)"), 0.0
+        pods = following.job_pods(self.cluster.pods(f"job-name={name}"), name)
+        pod = pods[-1] if pods else None
+        end = following.pod_end(pod, "its memory limit") if pod is not None else None
+        if end is None:
+            for condition in (job.get("status") or {}).get("conditions") or ():
+                if condition.get("status") != "True":
+                    continue
+                if condition.get("type") == "Complete":
+                    end = TaskEnd(TaskState.EXITED, 0)
+                elif condition.get("type") == "Failed":
+                    end = TaskEnd(
+                        TaskState.KILLED, 1, f"the Job failed: {condition.get('message')}"
+                    )
+        if end is None:
+            return None
+        status = job.get("status") or {}
+        return end, _seconds(status.get("startTime"), status.get("completionTime"))
+
+    def settle(self, record: RunRecord) -> Settled | None:
+        stages: dict[int, StageRecord] = {}
+        last: TaskEnd | None = None
+        last_job = ""
+        for index, stage in enumerate(record.stages):
+            if stage.job_id is None or not stage.status.active:
+                continue
+            found = self._job_end(stage.job_id)
+            if found is None:
+                return None
+            end, seconds = found
+            last, last_job = end, stage.job_id
+            ok = end.state == TaskState.EXITED and end.exit_code == 0
+            stage.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
+            stage.exit_code = end.exit_code
+            stage.runtime_seconds = seconds
+            stage.cost = seconds / 3600 * record.price_per_hour
+            stage.message = None if ok else end.message
+            stages[index] = stage
+        later = [s.name for s in record.stages if s.status.active and s.job_id is None]
+        who = f"its nodus process ({record.pid})" if record.pid else "its nodus process"
+        if last is None:
+            return Settled(
+                RunStatus.FAILED, None, f"{who} ended before it created a Kubernetes Job", stages
+            )
+        ok = last.state == TaskState.EXITED and last.exit_code == 0
+        how = last.message or (f"exited with {last.exit_code}" if last.exit_code else "completed")
+        said = f"{who} ended; Job {last_job} went on: {how}"
+        if ok and not later:
+            return Settled(RunStatus.SUCCEEDED, 0, said, stages)
+        if later:
+            said += f"; not run: {', '.join(later)} (nodus was not there to create them)"
+        return Settled(RunStatus.FAILED, last.exit_code or 1, said, stages)
+
+    # -- looking -----------------------------------------------------------------------
+
+    def describe(self, record: RunRecord) -> str | None:
+        parts = []
+        for stage in record.stages:
+            if stage.job_id is None or not stage.status.active:
+                continue
+            try:
+                job = self.cluster.job(stage.job_id)
+                pods = following.job_pods(
+                    self.cluster.pods(f"job-name={stage.job_id}"), stage.job_id
+                )
+            except KubernetesFailure as exc:
+                return f"the cluster does not answer: {exc.message}"
+            if job is None:
+                parts.append(f"{stage.name}: Job {stage.job_id} is gone")
+                continue
+            pod = pods[-1] if pods else None
+            phase = ((pod or {}).get("status") or {}).get("phase", "no pod yet")
+            node = ((pod or {}).get("spec") or {}).get("nodeName")
+            where = f" on {node}" if node else ""
+            reason = following.pending_reason(pod, []) if pod is not None and not node else None
+            why = f": the scheduler says: {reason}" if reason else ""
+            parts.append(f"{stage.name}: Job {stage.job_id} {str(phase).lower()}{where}{why}")
+        return "; ".join(parts) or None
+
+    def nodes(self) -> list[NodeInfo]:
+        return [
+            NodeInfo(
+                id=n.name,
+                hostname=n.name,
+                state=n.words,
+                cpus=n.cpus,
+                memory_gb=round(n.memory_gb, 3),
+                gpu=n.gpu,
+                gpu_memory_gb=n.gpu_memory_gb,
+                gpus=n.gpus,
+                free_gpus=n.free_gpus,
+                price_per_hour=self._price(n),
+                details={
+                    "gpu_label": f"{n.gpu_label[0]}={n.gpu_label[1]}" if n.gpu_label else None,
+                    "gpus_used": n.gpus_used,
+                    "cpus_used": n.cpus_used,
+                    "memory_used_gb": round(n.memory_used_gb, 3),
+                    "zone": n.zone,
+                    "problems": _problems(n),
+                },
+            )
+            for n in self._all_nodes()
+        ]
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+def _problems(n: NodeRecord) -> list[str]:
+    """What keeps nodus from using a node's GPUs."""
+    if n.gpu_label is not None and n.gpu is None:
+        key, value = n.gpu_label
+        return [
+            f"{key}={value} names no GPU model nodus knows (or a part of one: a MIG "
+            "slice, a time-sliced share), so it matches no `gpu`"
+        ]
+    if n.gpus > 0 and n.gpu_label is None:
+        return [
+            f"its {n.gpus} nvidia.com/gpu have no label naming their model, so they match "
+            "no `gpu`; install the GPU operator's GPU feature discovery (it writes "
+            "nvidia.com/gpu.product)"
+        ]
+    return []
+
+
+def _unsupported(stage: Stage) -> str | None:
+    """What a stage asks that this target cannot carry yet (None: nothing)."""
+    if stage.function is not None:
+        return "calls a Python function"
+    if stage.mounts:
+        return "mounts host paths (a pod gets no host path from nodus)"
+    if stage.ports:
+        return "publishes ports"
+    return None
+
+
+def _seconds(start: Any, end: Any) -> float:
+    """Seconds between two RFC 3339 times of the API (0 when either is missing)."""
+    try:
+        began = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        ended = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return max(0.0, (ended - began).total_seconds())

@@ -1,0 +1,177 @@
+"""A Kubernetes API server emulator in its own process, for ``--target kubernetes`` tests.
+
+Run by ``tests/kubernetes_support.py`` (``python tests/harness/kubernetes_emulator.py``):
+it serves kmock's ``KubernetesEmulator`` (Nodes, Pods, Events, Jobs, stored in memory and
+served as the real API serves them to the official client) on 127.0.0.1, prints
+``PORT=N`` once it listens, and runs until SIGTERM (``--load FILE``: objects to serve from
+the start, for a benchmark's thousand nodes; ``--record FILE``: each Job created is
+appended there, for the tests that check every manifest against Kubernetes' schemas).
+The test drives it through the same HTTP API nodus uses: it creates the nodes (with real
+GPU-operator labels), patches pod phases and container states, creates Events, and
+writes a pod's log into its annotation ``emulator.nodus.test/log``.
+
+What it adds to kmock, each a stand-in for what a real cluster does and this machine
+cannot run (no scheduler, no kubelet):
+
+* a Job controller's first step: a Job created unsuspended (or unsuspended later, as
+  Kueue does when it admits it) gets one pod from its template, ``Pending`` and
+  unscheduled (labels ``job-name``, ``batch.kubernetes.io/job-name``);
+  deleting a Job deletes its pods (the garbage collector's part);
+* ``GET .../pods/NAME/log`` answers the pod's annotation ``emulator.nodus.test/log``;
+* the bearer token ``expired-token`` is answered 401, namespace ``forbidden`` 403, and
+  creating anything in namespace ``missing`` 404 (listing there finds nothing, as on a
+  real server), with the Status documents a real API server sends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import random
+import signal
+import string
+import sys
+from typing import Any
+
+import aiohttp.web
+import attrs
+from kmock import KubernetesEmulator, KubernetesError, Server, resource
+
+LOG_ANNOTATION = "emulator.nodus.test/log"
+PODS = resource("", "v1", "pods")
+CORE = ("nodes", "pods", "events", "namespaces", "configmaps", "secrets")
+
+
+def _is(request: Any, group: str, plural: str) -> bool:
+    res = request.resource
+    return res is not None and res.group == group and res.plural == plural
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@attrs.define(kw_only=True)
+class Emulator(KubernetesEmulator):  # type: ignore[misc]
+    #: Where each Job created is recorded (the tests check every manifest nodus made).
+    record: str | None = None
+
+    async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
+        if request.headers.get("Authorization", "") == "Bearer expired-token":
+            raise KubernetesError(401, "Unauthorized", "Unauthorized", {})
+        if request.namespace == "forbidden":
+            plural = request.resource.plural if request.resource is not None else "?"
+            group = request.resource.group if request.resource is not None else ""
+            raise KubernetesError(
+                403,
+                "Forbidden",
+                f'{plural}{"." + group if group else ""} is forbidden: User "alice" cannot '
+                f'{str(request.action or "get").lower()} resource "{plural}" in API group '
+                f'"{group}" in the namespace "forbidden"',
+                {"kind": plural},
+            )
+        if request.namespace == "missing" and request.method == "POST":
+            raise KubernetesError(404, "NotFound", 'namespaces "missing" not found', {})
+        if _is(request, "", "pods") and request.subresource == "log":
+            obj = None
+            for (res, ns, name), stored in self.objects.items():
+                if res == PODS and ns == request.namespace and name == request.name:
+                    obj = stored
+            if obj is None or obj.deleted:
+                raise KubernetesError(404, "NotFound", f'pods "{request.name}" not found', {})
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            return aiohttp.web.Response(text=annotations.get(LOG_ANNOTATION, ""))
+        answer = await super()._handle(request)
+        if _is(request, "batch", "jobs") and request.method == "POST" and answer.status < 300:
+            if self.record:
+                with open(self.record, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(request.data) + "\n")
+            self._job_pod(request.data)
+        if _is(request, "batch", "jobs") and request.method == "PATCH" and answer.status < 300:
+            spec = (request.data or {}).get("spec") or {}
+            if spec.get("suspend") is False:  # Kueue admits it: the controller makes its pod
+                for (res, ns, name), stored in list(self.objects.items()):
+                    ours = res.plural == "jobs" and (ns, name) == (request.namespace, request.name)
+                    if ours and not stored.deleted:
+                        self._job_pod(stored.raw)
+        if _is(request, "batch", "jobs") and request.method == "DELETE" and answer.status < 300:
+            self._delete_pods(request.namespace, request.name)
+        return answer
+
+    def _job_pod(self, job: dict[str, Any]) -> None:
+        meta = job.get("metadata") or {}
+        if (job.get("spec") or {}).get("suspend"):
+            return
+        name = str(meta["name"])
+        suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
+        template = (job.get("spec") or {}).get("template") or {}
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        labels.update({"job-name": name, "batch.kubernetes.io/job-name": name})
+        self.objects[PODS, meta.get("namespace"), f"{name}-{suffix}"] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{name}-{suffix}",
+                "namespace": meta.get("namespace"),
+                "labels": labels,
+                "creationTimestamp": _now(),
+                "ownerReferences": [
+                    {
+                        "kind": "Job",
+                        "name": name,
+                        "apiVersion": "batch/v1",
+                        "uid": name,
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": template.get("spec") or {},
+            "status": {"phase": "Pending"},
+        }
+
+    def _delete_pods(self, namespace: str, job: str) -> None:
+        for (res, ns, _), stored in list(self.objects.items()):
+            labels = (stored.get("metadata") or {}).get("labels") or {}
+            ours = res == PODS and ns == namespace and labels.get("job-name") == job
+            if ours and not stored.deleted:
+                stored.delete()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument(
+        "--record", help="a file each Job created is appended to, one JSON document a line"
+    )
+    parser.add_argument(
+        "--load", help="a JSON file of objects to serve from the start ({plural: [doc...]})"
+    )
+    args = parser.parse_args()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    async with (
+        Emulator(record=args.record) as kmock,
+        Server(kmock, port=args.port or None) as server,
+    ):
+        for plural in CORE:
+            kmock.resources[f"v1/{plural}"] = {}
+        kmock.resources["batch/v1/jobs"] = {}
+        if args.load:  # many objects at once (a benchmark's cluster): no request each
+            with open(args.load, encoding="utf-8") as handle:
+                for plural, docs in json.load(handle).items():
+                    for doc in docs:
+                        meta = doc["metadata"]
+                        kmock.objects[f"v1/{plural}", meta.get("namespace"), meta["name"]] = doc
+        print(f"PORT={server.port}", flush=True)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(0)

@@ -1,0 +1,538 @@
+# ruff: noqa: F811 - the fixtures imported from kubernetes_support are test parameters here
+"""``--target kubernetes`` against the API server emulator (tests/kubernetes_support.py).
+
+The emulator runs in its own process and answers the official client as the API server
+does; it has no scheduler and no kubelet, so each test plays them: it creates the nodes
+(with real GPU-operator and GKE labels), then moves the pod of the Job nodus created
+through its phases, with events and a log. ``nodus`` runs as a subprocess with its own
+state folder and a kubeconfig for the emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from kubernetes_support import (
+    A100_LABELS,
+    H100_LABELS,
+    L4_LABELS,
+    NAMESPACE,
+    KubeEmulator,
+    kube_emulator,  # noqa: F401 - fixture
+)
+
+from nodus_cli import Client
+
+IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
+#: The Kubernetes version whose OpenAPI schemas every Job nodus creates is checked against.
+SCHEMA_VERSION = "1.33.0"
+
+
+class Nodus:
+    """``nodus`` with its own NODUS_HOME, a kubeconfig and a [kubernetes] configuration."""
+
+    def __init__(self, emulator: KubeEmulator, tmp: Path) -> None:
+        self.emulator = emulator
+        self.tmp = tmp
+        self.config = tmp / "config.toml"
+        self.config.write_text(
+            '[kubernetes]\nprice_per_hour = 2.0\nprices = { "p5.48xlarge" = 98.32 }\n'
+        )
+        self.env: dict[str, str] = {}
+
+    def environ(self) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("NODUS_", "KUBE"))}
+        return {
+            **base,
+            "KUBECONFIG": str(self.emulator.kubeconfig),
+            "NODUS_HOME": str(self.tmp / "home"),
+            "NODUS_CONFIG": str(self.config),
+            "NO_COLOR": "1",
+            **self.env,
+        }
+
+    def workload(self, name: str, command: str, gpu: str = "H100", count: int = 1) -> Path:
+        path = self.tmp / f"{name}.toml"
+        path.write_text(
+            f'name = "{name}"\nimage = "{IMAGE}"\ncommand = "{command}"\n'
+            f'gpu = "{gpu}"\ngpu_count = {count}\n'
+        )
+        return path
+
+    def run(
+        self, *args: str | os.PathLike[str], timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "nodus_cli", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=self.environ(),
+            timeout=timeout,
+            check=False,
+        )
+
+    def popen(self, *args: str | os.PathLike[str]) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "nodus_cli", *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=self.environ(),
+            start_new_session=True,
+        )
+
+    def runs(self) -> list[dict[str, Any]]:
+        done = self.run("runs", "--json")
+        assert done.returncode == 0, done.stderr
+        return list(json.loads(done.stdout)["runs"])
+
+
+@pytest.fixture
+def nodus(kube_emulator: KubeEmulator, tmp_path: Path) -> Iterator[Nodus]:
+    kube_emulator.clear()
+    kube_emulator.add_node("gpu-h100", H100_LABELS, 8)
+    kube_emulator.add_node("gpu-a100", A100_LABELS, 4, cpus="64", memory="512Gi")
+    kube_emulator.add_node("gpu-l4", L4_LABELS, 1, cpus="8", memory="32Gi")
+    before = len(kube_emulator.manifests())
+    yield Nodus(kube_emulator, tmp_path)
+    # Every Job nodus created in the test is valid for Kubernetes' own schemas.
+    for manifest in kube_emulator.manifests()[before:]:
+        kubernetes_validate.validate(manifest, SCHEMA_VERSION, strict=True)
+
+
+def _finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"nodus did not end: {out}") from None
+    return proc.returncode, out
+
+
+def test_nodes_show_each_model_from_its_labels_and_free_gpus(nodus: Nodus) -> None:
+    done = nodus.run("nodes", "--target", "kubernetes", "--json")
+    assert done.returncode == 0, done.stderr
+    nodes = {n["hostname"]: n for n in json.loads(done.stdout)["nodes"]}
+    assert {k: (n["gpu"], n["gpus"], n["gpu_memory_gb"]) for k, n in nodes.items()} == {
+        "gpu-h100": ("H100", 8, 80.0),
+        "gpu-a100": ("A100", 4, 80.0),
+        "gpu-l4": ("L4", 1, 24.0),
+    }
+    assert nodes["gpu-h100"]["price_per_hour"] == 98.32  # by its instance-type label
+    assert nodes["gpu-a100"]["price_per_hour"] == 2.0
+    assert nodes["gpu-h100"]["gpu_label"] == "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3"
+
+
+def test_an_unknown_label_and_a_cordoned_node_are_explained_and_impossible_requests_refused(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    kube_emulator.add_node(
+        "gpu-mig",
+        {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"},
+        7,
+    )
+    kube_emulator.add_node("gpu-bare", {}, 2)
+    kube_emulator.add_node("gpu-off", H100_LABELS, 8, unschedulable=True)
+    done = nodus.run(
+        "plan", nodus.workload("a", "true", gpu="H100", count=8), "--target", "kubernetes"
+    )
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    assert "node gpu-off is cordoned: the scheduler places no pod there now" in said
+    assert "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB-MIG-1g.5gb names no GPU model" in said
+    assert "node gpu-bare: its 2 nvidia.com/gpu have no label naming their model" in said
+    done = nodus.run("nodes", "--target", "kubernetes")
+    assert "note: node gpu-bare: its 2 nvidia.com/gpu have no label naming" in done.stdout
+    done = nodus.run(
+        "run", nodus.workload("big", "true", gpu="A100", count=8), "--target", "kubernetes"
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "no node of the Kubernetes cluster can run stage 'main'" in done.stderr
+    assert "nearest fit: node gpu-a100 (4× A100" in done.stderr
+    done = nodus.run("run", nodus.workload("b200", "true", gpu="B200"), "--target", "kubernetes")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert nodus.emulator.jobs() == []  # nothing created
+
+
+def test_a_run_is_a_job_queued_with_the_schedulers_words_then_followed_to_its_end(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    proc = nodus.popen(
+        "run", nodus.workload("train", "python train.py", count=2), "--target", "kubernetes"
+    )
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    [job] = kube_emulator.jobs()
+    spec = job["spec"]["template"]["spec"]
+    assert spec["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                {
+                    "key": "nvidia.com/gpu.product",
+                    "operator": "In",
+                    "values": ["NVIDIA-H100-80GB-HBM3"],
+                }
+            ]
+        }
+    ]
+    message = (
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match "
+        "Pod's node affinity/selector."
+    )
+    kube_emulator.unschedulable(pod, message)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        runs = nodus.runs()
+        if runs and runs[0]["status"] == "queued":
+            break
+        time.sleep(0.3)
+    assert runs[0]["status"] == "queued", runs
+    kube_emulator.run_pod(pod, "gpu-h100", log="epoch 1\n")
+    time.sleep(1.5)
+    kube_emulator.end_pod(pod, 0, log="epoch 1\nepoch 2\ndone\n")
+    code, out = _finish(proc)
+    assert code == 0, out
+    assert (
+        "waits for 2× H100: the scheduler says: 0/3 nodes are available: 1 Insufficient "
+        "nvidia.com/gpu" in out
+    )
+    assert "epoch 1\n" in out and "epoch 2" in out and out.count("epoch 1") == 1
+    [run] = nodus.runs()
+    assert run["status"] == "succeeded"
+    stage = run["stages"][0]
+    assert stage["job_id"] == job["metadata"]["name"]
+    assert stage["node"] == "gpu-h100"
+    assert kube_emulator.jobs() == [] and kube_emulator.pods() == []  # the run removed them
+
+
+@pytest.mark.parametrize(
+    ("end", "code", "words"),
+    [
+        ({"code": 3}, 3, "failed (exit 3)"),
+        ({"code": 137, "reason": "OOMKilled"}, 137, "out of memory: it reached"),
+        ({"code": 137, "phase": "Failed", "reason": "Evicted"}, 137, "the node evicted the pod"),
+    ],
+)
+def test_how_a_pod_ends_is_said(
+    nodus: Nodus, kube_emulator: KubeEmulator, end: dict[str, Any], code: int, words: str
+) -> None:
+    proc = nodus.popen("run", nodus.workload("e", "false"), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.run_pod(pod, "gpu-h100")
+    if end.get("reason") == "Evicted":
+        kube_emulator.patch_pod(
+            pod,
+            {
+                "status": {
+                    "phase": "Failed",
+                    "reason": "Evicted",
+                    "message": "The node was low on resource: memory.",
+                }
+            },
+        )
+    else:
+        kube_emulator.end_pod(pod, end["code"], reason=end.get("reason", ""))
+    rc, out = _finish(proc)
+    assert rc == code, out
+    assert words in out
+
+
+def test_an_image_the_cluster_cannot_pull_is_said_and_its_job_deleted(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    proc = nodus.popen("run", nodus.workload("pull", "true"), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.waiting(pod, "ImagePullBackOff", f'Back-off pulling image "{IMAGE}"')
+    rc, out = _finish(proc)
+    assert rc == 125, out
+    assert f"the cluster cannot pull the image {IMAGE} (ImagePullBackOff" in out
+    assert kube_emulator.jobs() == []
+
+
+def test_a_job_deleted_from_outside_is_killed_and_nodus_stop_deletes_the_job(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    proc = nodus.popen("run", nodus.workload("gone", "sleep 100"), "--target", "kubernetes")
+    kube_emulator.wait_pod()
+    [job] = kube_emulator.jobs()
+    kube_emulator.call(
+        "DELETE", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{job['metadata']['name']}"
+    )
+    rc, out = _finish(proc)
+    assert rc == 137, out
+    assert "was deleted outside nodus" in out
+    done = nodus.run(
+        "run", "--detach", nodus.workload("stop", "sleep 100"), "--target", "kubernetes"
+    )
+    assert done.returncode == 0, done.stderr
+    kube_emulator.wait_pod()
+    run_id = nodus.runs()[0]["id"]
+    done = nodus.run("stop", run_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    deadline = time.monotonic() + 30
+    while kube_emulator.jobs() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert kube_emulator.jobs() == []
+
+
+def test_a_killed_nodus_leaves_the_job_and_the_next_command_records_its_end(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    proc = nodus.popen("run", nodus.workload("long", "sleep 100"), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.run_pod(pod, "gpu-h100")
+    deadline = time.monotonic() + 30
+    while nodus.runs()[0]["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    [job] = kube_emulator.jobs()  # the cluster's: it goes on
+    assert nodus.runs()[0]["status"] == "running"
+    kube_emulator.end_pod(pod, 0)
+    [run] = nodus.runs()
+    assert run["status"] == "succeeded", run
+    assert run["stages"][0]["job_id"] == job["metadata"]["name"]
+
+
+@pytest.mark.parametrize(
+    ("context", "words", "fix"),
+    [
+        ("expired", "refused nodus's credentials (list nodes: 401 Unauthorized)", "log in again"),
+        (
+            "forbidden",
+            "forbids nodus to list Jobs in namespace 'forbidden' (403 Forbidden, RBAC): "
+            'jobs.batch is forbidden: User "alice" cannot',
+            "ask your cluster's admin for the Role",
+        ),
+    ],
+)
+def test_credentials_and_rbac_refusals_are_one_line_with_the_fix(
+    nodus: Nodus, context: str, words: str, fix: str
+) -> None:
+    nodus.config.write_text(f'[kubernetes]\ncontext = "{context}"\n')
+    done = nodus.run("run", nodus.workload("x", "true"), "--target", "kubernetes")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert words in done.stderr
+    assert fix in done.stderr
+    assert "Traceback" not in done.stderr
+    assert nodus.emulator.jobs() == []
+
+
+def test_no_kubeconfig_and_an_unreachable_server_are_said(nodus: Nodus, tmp_path: Path) -> None:
+    nodus.env["KUBECONFIG"] = str(tmp_path / "nowhere")
+    done = nodus.run("nodes", "--target", "kubernetes")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"no kubeconfig: {tmp_path / 'nowhere'} does not exist" in done.stderr
+    assert "Traceback" not in done.stderr
+    dead = tmp_path / "dead"
+    dead.write_text(
+        nodus.emulator.kubeconfig.read_text().replace(nodus.emulator.url, "http://127.0.0.1:9")
+    )
+    nodus.env["KUBECONFIG"] = str(dead)
+    done = nodus.run("nodes", "--target", "kubernetes")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "the Kubernetes API server at http://127.0.0.1:9 does not answer" in done.stderr
+
+
+def _holding_pod(kube: KubeEmulator, name: str, node: str, gpus: int) -> None:
+    """Another team's pod bound to ``node`` holding ``gpus`` GPUs."""
+    kube.call(
+        "POST",
+        "/api/v1/namespaces/vision/pods",
+        {
+            "metadata": {"name": name, "namespace": "vision"},
+            "spec": {
+                "nodeName": node,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "x",
+                        "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                    }
+                ],
+            },
+            "status": {"phase": "Running"},
+        },
+    )
+
+
+def test_a_waiting_pod_names_who_holds_the_gpus_and_nodes_show_them_held(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    _holding_pod(kube_emulator, "resnet", "gpu-h100", 6)
+    done = nodus.run("nodes", "--target", "kubernetes", "--json")
+    nodes = {n["hostname"]: n for n in json.loads(done.stdout)["nodes"]}
+    assert (nodes["gpu-h100"]["gpus_used"], nodes["gpu-h100"]["free_gpus"]) == (6, 2)
+    proc = nodus.popen("run", nodus.workload("big", "true", count=4), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.unschedulable(pod, "0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    deadline = time.monotonic() + 30
+    runs = nodus.runs()
+    while runs[0]["status"] != "queued" and time.monotonic() < deadline:
+        time.sleep(0.3)
+        runs = nodus.runs()
+    assert runs[0]["status"] == "queued"
+    done = nodus.run("runs")
+    assert (
+        f"main: Job {kube_emulator.jobs()[0]['metadata']['name']} pending: the scheduler says: "
+        "0/3 nodes are available: 1 Insufficient nvidia.com/gpu." in done.stdout
+    ), done.stdout
+    kube_emulator.run_pod(pod, "gpu-h100")
+    kube_emulator.end_pod(pod, 0)
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    assert "the GPUs of nodes gpu-h100 are held by vision/resnet (6 on gpu-h100)" in out
+
+
+def test_no_wait_refuses_a_pod_the_scheduler_cannot_place_and_wait_timeout_gives_up(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    proc = nodus.popen("run", "--no-wait", nodus.workload("nw", "true"), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.unschedulable(pod, "0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    rc, out = _finish(proc)
+    assert rc == 3, out
+    assert "--no-wait: the cluster could not place pod" in out
+    assert kube_emulator.jobs() == []
+    kube_emulator.clear_pods()
+    proc = nodus.popen(
+        "run", "--wait-timeout", "3s", nodus.workload("wt", "true"), "--target", "kubernetes"
+    )
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.unschedulable(pod, "0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    rc, out = _finish(proc)
+    assert rc == 3, out
+    assert "gave up after waiting 3 s (wait_timeout) for: pod " in out
+    assert kube_emulator.jobs() == []
+    [run, _] = nodus.runs()
+    assert run["status"] == "failed"
+
+
+def test_a_fan_out_stage_is_one_job_per_item_with_its_variables(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    path = nodus.tmp / "fan.toml"
+    path.write_text(
+        f'name = "fan"\nimage = "{IMAGE}"\ncommand = "echo $NODUS_ITEM"\ngpu = "A100"\n'
+        'gpu_count = 2\n[map]\nitems = ["a", "b"]\n'
+    )
+    proc = nodus.popen("run", path, "--target", "kubernetes")
+    deadline = time.monotonic() + 30
+    while len(kube_emulator.pods()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pods = kube_emulator.pods()
+    assert len(pods) == 2  # the A100 node holds both at once: both Jobs are created
+    seen = {}
+    for pod in pods:
+        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+        seen[env["NODUS_ITEM_INDEX"]] = (env["NODUS_ITEM"], env["NODUS_ITEM_COUNT"])
+        assert pod["metadata"]["labels"]["nodus.item"] == env["NODUS_ITEM_INDEX"]
+        kube_emulator.run_pod(pod["metadata"]["name"], "gpu-a100")
+        kube_emulator.end_pod(pod["metadata"]["name"], 0, log=env["NODUS_ITEM"] + "\n")
+    assert seen == {"0": ("a", "2"), "1": ("b", "2")}
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    [run] = nodus.runs()
+    assert run["status"] == "succeeded"
+
+
+def test_a_killed_nodus_whose_job_was_deleted_records_it_failed(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    proc = nodus.popen("run", nodus.workload("long", "sleep 100"), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.run_pod(pod, "gpu-h100")
+    deadline = time.monotonic() + 30
+    while nodus.runs()[0]["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    [job] = kube_emulator.jobs()
+    kube_emulator.call(
+        "DELETE", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{job['metadata']['name']}"
+    )
+    [run] = nodus.runs()
+    assert run["status"] == "failed", run
+    assert f"the Job {job['metadata']['name']} is gone (deleted)" in json.dumps(run)
+
+
+def test_functions_mounts_and_ports_are_refused_before_anything_is_created(
+    nodus: Nodus, kube_emulator: KubeEmulator, tmp_path: Path
+) -> None:
+    path = nodus.tmp / "mount.toml"
+    path.write_text(
+        f'name = "m"\nimage = "{IMAGE}"\ncommand = "true"\nmounts = ["{tmp_path}:/data"]\n'
+    )
+    done = nodus.run("run", path, "--target", "kubernetes")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "stage 'main' mounts host paths" in done.stderr
+    assert kube_emulator.jobs() == []
+
+
+def test_with_a_kueue_queue_the_job_waits_suspended_until_kueue_admits_it_with_its_class(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    nodus.config.write_text(
+        '[kubernetes]\nqueue = "team-a"\npriority_class = "batch-low"\n'
+        "priority_classes = { urgent = 80 }\n"
+    )
+    workload = nodus.workload("kq", "true")
+    workload.write_text(workload.read_text() + "priority = 90\n")
+    proc = nodus.popen("run", workload, "--target", "kubernetes")
+    deadline = time.monotonic() + 30
+    while not kube_emulator.jobs() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    [job] = kube_emulator.jobs()
+    assert job["spec"]["suspend"] is True
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert job["spec"]["template"]["spec"]["priorityClassName"] == "urgent"  # priority 90
+    while nodus.runs()[0]["status"] != "queued" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert kube_emulator.pods() == []
+    name = job["metadata"]["name"]
+    kube_emulator.call(  # Kueue admits it
+        "PATCH", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{name}", {"spec": {"suspend": False}}
+    )
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.run_pod(pod, "gpu-h100")
+    kube_emulator.end_pod(pod, 0)
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    assert f"waiting for Kueue to admit Job {name} from queue 'team-a'" in out
+
+
+def test_a_namespace_that_does_not_exist_fails_the_stage_saying_so(nodus: Nodus) -> None:
+    nodus.config.write_text('[kubernetes]\ncontext = "missing"\n')
+    done = nodus.run("run", nodus.workload("ns", "true"), "--target", "kubernetes")
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "has no such thing (create Job nodus-" in said
+    assert 'namespaces "missing" not found' in said
+    assert "kubectl get namespace missing" in said
+    assert "Traceback" not in said
+
+
+def test_client_list_nodes_is_what_nodus_nodes_shows(
+    nodus: Nodus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in nodus.environ().items():
+        monkeypatch.setenv(key, value)
+    with Client(target="kubernetes") as client:
+        nodes = {n.hostname: n for n in client.list_nodes()}
+    assert {k: (n.gpu, n.gpus, n.free_gpus, n.state) for k, n in nodes.items()} == {
+        "gpu-h100": ("H100", 8, 8, "ready"),
+        "gpu-a100": ("A100", 4, 4, "ready"),
+        "gpu-l4": ("L4", 1, 1, "ready"),
+    }
