@@ -8,7 +8,10 @@ become the container's device request (``--gpus '"device=0,1"'``) and are writte
 environment reaches the job through ``sbatch``'s own environment (``--export=ALL``) and
 the container by name only (``-e NAME``): no value is written into the script. A
 ``scancel`` (SIGTERM to the script) kills the container by name, so nothing outlives
-the job.
+the job. With ``end_file``, the container's own exit code and whether the kernel killed
+it at its memory limit (Docker's ``oom`` event) are written there when it ends: Slurm
+keeps an exit status above 128 as that minus 128 (137 reads ``9:0`` in ``sacct``), and
+says nothing of a container's memory limit.
 
 Why apart: the script is text with shell quoting rules; one place writes it.
 """
@@ -28,8 +31,9 @@ def container_name(run_id: str) -> str:
     return f"nodus-{run_id}"
 
 
-def batch_script(task: Task, work_dir: str, devices_file: str) -> str:
-    """The batch script of ``task`` (``container = "docker"``)."""
+def batch_script(task: Task, work_dir: str, devices_file: str, end_file: str | None = None) -> str:
+    """The batch script of ``task`` (``container = "docker"``); ``end_file``: where the
+    container's end is written (``CODE`` or ``CODE oom``)."""
     stage = task.stage
     env = task.environment(work_dir)
     memory = memory_bytes(stage.requirements.cpu, stage.requirements.memory_gb)
@@ -64,12 +68,23 @@ def batch_script(task: Task, work_dir: str, devices_file: str) -> str:
     command = " ".join(shlex.quote(part) for part in docker)
     wants_gpu = stage.requirements.wants_gpu
     gpus = '--gpus "\\"device=$gpus\\""' if wants_gpu else ""
+    end = ""
+    if end_file is not None:
+        # Docker's events of the container (kept after --rm), only when it failed.
+        end = (
+            'oom=""\nif [ "$code" -ne 0 ]; then\n'
+            '    oom=$(docker events --since "$((start - 1))" --until "$(($(date +%s) + 1))" '
+            '--filter "container=$name" --filter event=oom --format " oom" 2>/dev/null '
+            "| head -n 1)\nfi\n"
+            f'printf \'%s%s\\n\' "$code" "$oom" > {shlex.quote(end_file)}\n'
+        )
     return f"""#!/bin/bash
 # nodus: run {task.run_id}, {task.key} (attempt {task.attempt})
 gpus="${{SLURM_JOB_GPUS:-${{CUDA_VISIBLE_DEVICES:-}}}}"
 printf '%s\\n' "$gpus" > {shlex.quote(devices_file)}
 name={shlex.quote(container_name(task.run_id))}-"$SLURM_JOB_ID"
 trap 'docker kill "$name" >/dev/null 2>&1' TERM INT
+start=$(date +%s)
 {command.replace("docker run", f'docker run --name "$name" {gpus}', 1)} &
 child=$!
 wait "$child"
@@ -78,5 +93,5 @@ if [ "$code" -gt 128 ] && kill -0 "$child" 2>/dev/null; then
     wait "$child"
     code=$?
 fi
-exit "$code"
+{end}exit "$code"
 """
