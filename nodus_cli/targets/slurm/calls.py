@@ -78,8 +78,9 @@ class Caller:
         shared = run_dir / FOLDER
         index = calls.item_of(task)
         home_item = calls.folder_of(task, self.home).item(index)
-        item = self._place(task, shared, index)
+        item = shared / "call" / "items" / str(index)
         try:
+            self._place(task, shared, index)
             image = task.stage.image
             python = self.interpreters.get(image, runtime.INTERPRETERS[0])
             end = run_job(_calling(task, shared, python), ctx)
@@ -90,12 +91,19 @@ class Caller:
                 return TaskEnd(TaskState.CANNOT_START, 127, calls.no_python(task))
             _bring_back(item, home_item)
             return calls.ended(task, end, home_item)
+        except OSError as exc:  # work_root full, gone, or no longer writable
+            return TaskEnd(
+                TaskState.INFRASTRUCTURE,
+                1,
+                f"the call's files in the Slurm work_root ({shared}): "
+                f"{exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}",
+            )
         finally:
             shutil.rmtree(item, ignore_errors=True)
 
-    def _place(self, task: Task, shared: Path, index: int) -> Path:
-        """The runtime and the function (once per run), the item's arguments; the item's
-        folder in ``work_root``."""
+    def _place(self, task: Task, shared: Path, index: int) -> None:
+        """The runtime and the function (once per run), and the item's arguments, in
+        ``work_root``."""
         folder = calls.folder_of(task, self.home)
         call = shared / "call"
         with self._lock:
@@ -114,7 +122,6 @@ class Caller:
         item.mkdir()
         os.chmod(item, _OPEN)  # an image whose user is not root writes its outcome
         shutil.copyfile(folder.args(index), item / "args.pickle")
-        return item
 
 
 def _calling(task: Task, shared: Path, python: str) -> Task:
