@@ -5,9 +5,10 @@ its GRES type, :mod:`.parse`), then submits each task with ``sbatch``: ``--nodes
 ``--gres=gpu:TYPE:N`` with the type the nodes of the chosen model carry, CPUs, memory
 when the stage sets it, a time limit from the budget and the price when both are known,
 its output in the run's folder under ``[slurm] work_root`` (a folder every node sees).
-Inside the job the image runs on the node's Docker engine with the GPUs Slurm allocated
-(:mod:`.script`). The job is followed with ``squeue`` (pending: ``queued``, with Slurm's
-reason in words) and its output file; how it ended comes from ``sacct``.
+Inside the job the image runs on the node's Docker engine (or podman: ``[slurm]
+container``) with the GPUs Slurm allocated (:mod:`.script`). The job is followed with
+``squeue`` (pending: ``queued``, with Slurm's reason in words) and its output file; how
+it ended comes from ``sacct``.
 
 The jobs are the cluster's (:attr:`owns_jobs`): each task's job id is recorded, a nodus
 process that dies leaves them running, and the next nodus command asks ``sacct`` how
@@ -18,7 +19,8 @@ A Python function call goes through ``work_root`` too (:mod:`.calls`): its files
 placed there, the job's container runs nodus's runtime on them, the outcome is read back.
 
 Not built yet (docs/targets.md says so): job arrays for fan-out stages (each item is a
-job of its own), preemption and requeue handling, container runtimes other than Docker.
+job of its own), preemption and requeue handling, container runtimes other than Docker
+and Podman.
 """
 
 from __future__ import annotations
@@ -271,7 +273,8 @@ class SlurmTarget(Target):
         script = run_dir / f"{key}.{task.attempt}.sh"
         devices = run_dir / f"{key}.{task.attempt}.devices"
         end = run_dir / f"{key}.{task.attempt}.end"
-        script.write_text(batch_script(task, str(work_dir), str(devices), str(end)))
+        text = batch_script(task, str(work_dir), str(devices), str(end), self.settings.container)
+        script.write_text(text)
         args = [
             "sbatch",
             "--parsable",

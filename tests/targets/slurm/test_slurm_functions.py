@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +23,7 @@ from typing import Any
 
 import pytest
 from calls_support import PY_IMAGE, PY_OTHER_IMAGE
-from slurm_support import SlurmCluster, slurm_cluster  # noqa: F401 - fixture
+from slurm_support import STATE, SlurmCluster, slurm_cluster  # noqa: F401 - fixture
 
 from nodus_cli import CallFailed, Client, NodusError, RunStatus
 
@@ -49,6 +51,10 @@ def hog() -> int:
     blocks = []
     while True:
         blocks.append(bytearray(32 * 1024 * 1024))
+
+
+def devices(item: int) -> tuple[int, list[str]]:
+    return item, sorted(d for d in os.listdir("/dev") if d.startswith("nvidia"))
 
 
 def sleeper(seconds: float) -> None:
@@ -118,6 +124,20 @@ def _shown(run_id: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
+def _hold_gpu(cluster: SlurmCluster, gres: str) -> str:
+    """A job of someone else's holding one GPU (index 0) of the nodes of ``gres``, so
+    that nodus's jobs get the other one."""
+    job = cluster.run(
+        "sbatch", "--parsable", f"--gres=gpu:{gres}:1", "-o", "/dev/null", "--wrap", "sleep 300"
+    ).strip()
+    cluster.poll(
+        f"job {job} running",
+        ["squeue", "-h", "-j", job, "-o", "%T"],
+        lambda out: out.strip() == "RUNNING",
+    )
+    return job
+
+
 def _sacct(cluster: SlurmCluster, job: str) -> str:
     return cluster.poll(
         f"job {job} accounted as ended",
@@ -156,17 +176,21 @@ def test_a_function_that_raises_raises_here_with_the_remote_traceback(
 
 
 def test_a_map_is_a_job_per_item_each_with_only_the_gpu_slurm_allocated_it(
-    client: Client, setup: Setup
+    client: Client, setup: Setup, slurm_cluster: SlurmCluster
 ) -> None:
-    calls = client.map([0, 1, 2], fn=visible, image=PY_IMAGE, gpu="A100")
-    results = calls.results(timeout=300)
+    holder = _hold_gpu(slurm_cluster, "a100")
+    try:
+        calls = client.map([0, 1, 2], fn=visible, image=PY_IMAGE, gpu="A100")
+        results = calls.results(timeout=300)
+    finally:
+        slurm_cluster.cancel(holder)
     assert [r.error for r in results] == [None, None, None]
     seen = {r.value[0]: r.value[1] for r in results}
     tasks = _shown(calls.id)["stages"][0]["tasks"]
     assert len({t["job_id"] for t in tasks}) == 3 and all(t["job_id"] for t in tasks)
     for task in tasks:
         assert task["node"] == "gpu-b"
-        assert len(task["devices"]) == 1, task
+        assert task["devices"] == ["gpu:1"], task  # GPU 0 is the other job's
         # The container sees the one GPU Slurm allocated to the item's job, no other.
         assert seen[task["index"]] == task["devices"][0].removeprefix("gpu:")
     assert "function" not in _left_in_work_root(setup, calls.id)
@@ -221,3 +245,98 @@ def test_out_of_memory_is_said_in_words(client: Client) -> None:
         client.run(fn=hog, image=PY_IMAGE, memory_gb=0.25).result(timeout=180)
     # Slurm keeps the container's 137 as 9: the script's own record says what happened.
     assert "out of memory: it reached its 0.25 GiB memory limit" in caught.value.message
+
+
+def _podman_containers() -> list[str]:
+    done = subprocess.run(
+        ["podman", "ps", "-a", "--format", "{{.Names}}"], capture_output=True, text=True
+    )
+    return done.stdout.split()
+
+
+@pytest.fixture
+def podman(setup: Setup, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``[slurm] container = "podman"``: the test image loaded into a podman store of the
+    test's own (nothing can be pulled here), and a CDI spec naming the stand-in GPUs of
+    node gpu-a by index, as ``nvidia-ctk cdi generate`` names real ones. The settings the
+    sandbox needs (ulimits below its hard limits: podman raises them by default, and root
+    here lacks CAP_SYS_RESOURCE; no network) reach the jobs through the environment."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (apt-get install podman)")
+    store = setup.tmp / "podman"
+    store.mkdir()
+    (store / "storage.conf").write_text(
+        f'[storage]\ndriver = "vfs"\nrunroot = "{store / "run"}"\ngraphroot = "{store / "graph"}"\n'
+    )
+    nofile = min(1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+    nproc = min(4096, resource.getrlimit(resource.RLIMIT_NPROC)[1])
+    (store / "containers.conf").write_text(
+        f'[containers]\ndefault_ulimits = ["nofile={nofile}:{nofile}", '
+        f'"nproc={nproc}:{nproc}"]\nnetns = "none"\n[engine]\nevents_logger = "file"\n'
+    )
+    monkeypatch.setenv("CONTAINERS_STORAGE_CONF", str(store / "storage.conf"))
+    monkeypatch.setenv("CONTAINERS_CONF", str(store / "containers.conf"))
+    saved = subprocess.run(["docker", "save", PY_IMAGE], capture_output=True, check=True)
+    subprocess.run(["podman", "load", "-q"], input=saved.stdout, capture_output=True, check=True)
+    dev = STATE / "node" / "gpu-a" / "dev"
+    spec = {
+        "cdiVersion": "0.5.0",
+        "kind": "nvidia.com/gpu",
+        "devices": [
+            {
+                "name": str(i),
+                "containerEdits": {
+                    "deviceNodes": [
+                        {"path": f"/dev/nvidia{i}", "hostPath": str(dev / f"nvidia{i}")}
+                    ]
+                },
+            }
+            for i in range(2)
+        ],
+    }
+    cdi = Path("/var/run/cdi") / f"nodus-test-{os.getpid()}.json"
+    cdi.parent.mkdir(parents=True, exist_ok=True)
+    cdi.write_text(json.dumps(spec))
+    setup.config.write_text(
+        f'[slurm]\nwork_root = "{setup.work_root}"\ncontainer = "podman"\nprice_per_hour = 3.6\n'
+    )
+    try:
+        yield
+    finally:
+        cdi.unlink()
+        subprocess.run(["podman", "rmi", "-a", "-f"], capture_output=True, check=False)
+
+
+def test_with_podman_a_map_item_sees_only_the_gpu_slurm_allocated_it(
+    podman: None, setup: Setup, slurm_cluster: SlurmCluster
+) -> None:
+    holder = _hold_gpu(slurm_cluster, "h100")
+    with Client(target="slurm", home=setup.home) as client:
+        try:
+            calls = client.map([0, 1], fn=devices, image=PY_IMAGE, gpu="H100")
+            results = calls.results(timeout=300)
+        finally:
+            slurm_cluster.cancel(holder)
+        assert [r.error for r in results] == [None, None]
+        seen = {r.value[0]: r.value[1] for r in results}
+        tasks = _shown(calls.id)["stages"][0]["tasks"]
+        for task in tasks:
+            assert task["node"] == "gpu-a" and task["devices"] == ["gpu:1"], task
+            # Podman's CDI device of that index, and no other GPU, in the container.
+            assert seen[task["index"]] == ["nvidia1"]
+        assert _podman_containers() == []
+        assert "function" not in _left_in_work_root(setup, calls.id)
+
+
+def test_with_podman_stop_cancels_the_job_and_leaves_no_container(
+    podman: None, setup: Setup, slurm_cluster: SlurmCluster
+) -> None:
+    with Client(target="slurm", home=setup.home) as client:
+        call = client.run(fn=sleeper, args=(600,), image=PY_IMAGE)
+        wait_for("the call running", lambda: "started" in call.logs(), timeout=120)
+        job = _shown(call.id)["stages"][0]["job_id"]
+        assert call.stop() is True
+        with pytest.raises(CallFailed, match=r"cancelled by call\.stop\(\)"):
+            call.result(timeout=120)
+    assert _sacct(slurm_cluster, job).startswith("CANCELLED")
+    assert _podman_containers() == []
