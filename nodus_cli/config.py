@@ -29,7 +29,7 @@ partition = "gpu"             # optional: sbatch --partition (default: the clust
 account = "ml"                # optional: sbatch --account
 qos = "normal"                # optional: sbatch --qos
 work_root = "/shared/nodus"   # a folder every node sees at the same path
-container = "docker"          # how a node runs the image (only "docker" so far)
+container = "docker"          # how a node runs the image: "docker" or "podman"
 price_per_hour = 4.0          # USD per hour of a whole node (default 0)
 prices = { gpu-a = 12.0 }     # USD per hour by node or partition name
 
@@ -86,7 +86,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "functions": ("keep_warm",),
 }
 #: How a Slurm node runs a workload's image (``[slurm] container``): the ones nodus knows.
-SLURM_CONTAINERS = ("docker",)
+SLURM_CONTAINERS = ("docker", "podman")
 #: Seconds a warm worker of single function calls stays for the next call (``keep_warm``).
 DEFAULT_KEEP_WARM = 60.0
 DEFAULT_MAX_AGE_DAYS = 30.0
@@ -319,8 +319,8 @@ def slurm() -> SlurmConfig:
     if container not in SLURM_CONTAINERS:
         raise NodusError(
             f"{path}: slurm.container = {container!r}: nodus runs images on Slurm nodes "
-            f"with {', '.join(SLURM_CONTAINERS)} only so far",
-            hint='write container = "docker" (each node\'s Docker engine)',
+            f"with {' or '.join(SLURM_CONTAINERS)} only so far",
+            hint='write container = "docker" (each node\'s Docker engine) or "podman"',
         )
     root = words["work_root"]
     work_root = Path(root).expanduser() if root else None

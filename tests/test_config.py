@@ -195,3 +195,16 @@ def test_functions_mistakes(cfg: Path, text: str, words: str) -> None:
     message = error(config.functions)
     assert message.startswith(f"{cfg}: ")
     assert words in message
+
+
+def test_slurm_container_is_docker_or_podman(cfg: Path) -> None:
+    assert config.slurm().container == "docker"
+    cfg.write_text('[slurm]\ncontainer = "podman"\n')
+    assert config.slurm().container == "podman"
+    cfg.write_text('[slurm]\ncontainer = "apptainer"\n')
+    message = error(config.slurm)
+    assert message == (
+        f"{cfg}: slurm.container = 'apptainer': nodus runs images on Slurm nodes with docker "
+        "or podman only so far\n"
+        'hint: write container = "docker" (each node\'s Docker engine) or "podman"'
+    )

@@ -152,6 +152,7 @@ def _settle(store: RunStore, record: RunRecord, catalog: str | None) -> str | No
         store.save_stage(record.id, index, stage)
     for index, tasks in settled.tasks.items():
         store.save_tasks(record.id, index, tasks)
+    _call_folders(store, record)  # a function run's caller is gone: nobody reads its outcome
     cost = sum(s.cost for s in settled.stages.values()) or record.cost
     store.finish_run(record.id, settled.status, settled.exit_code, cost, settled.message)
     return f"run {record.id}: {settled.message}"

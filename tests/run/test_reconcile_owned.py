@@ -15,8 +15,10 @@ from records_support import make_workload
 
 from nodus_cli import targets
 from nodus_cli.catalog import Offer
+from nodus_cli.functions.layout import CallFolder
 from nodus_cli.records import RunRecord, RunStatus, RunStore, StageStatus
 from nodus_cli.run.reconcile import reconcile
+from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
@@ -27,7 +29,7 @@ from nodus_cli.targets.base import (
     TaskContext,
     TaskEnd,
 )
-from nodus_cli.workload import Workload
+from nodus_cli.workload import FunctionCall, Workload
 
 #: What the next ``settle`` answers, and what ``cleanup`` was asked for.
 ANSWER: list[Settled | None] = []
@@ -72,9 +74,9 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunStore]
     store.close()
 
 
-def _orphan(store: RunStore) -> RunRecord:
+def _orphan(store: RunStore, workload: Workload | None = None) -> RunRecord:
     """A running run whose supervisor is gone, its first stage submitted as job 7."""
-    run = store.create_run(make_workload(), "owned", 3.6, None)
+    run = store.create_run(workload or make_workload(), "owned", 3.6, None)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     store.claim(run.id, dead.pid)
@@ -108,3 +110,24 @@ def test_a_job_that_ended_is_recorded_as_the_scheduler_says(store: RunStore) -> 
     assert ended.stages[0].job_id == "7" and ended.stages[0].exit_code == 4
     assert ended.stages[1].status == StageStatus.SKIPPED
     assert CLEANED == []
+
+
+def test_a_function_runs_call_folder_goes_once_its_end_is_recorded_not_before(
+    store: RunStore,
+) -> None:
+    # Its caller is gone: nobody will read the outcome, and values can be 1 GiB.
+    workload = make_workload()
+    first = replace(workload.stages[0], command=None, function=FunctionCall("m.f", "c1", "3.11"))
+    run = _orphan(store, replace(workload, stages=[first]))
+    folder = CallFolder(store.root, "c1")
+    folder.create()
+    folder.create_item(0)
+    ANSWER.append(None)
+    reconcile(store)
+    assert folder.exists()  # the job still runs: its outcome may yet be read by nobody
+    stage = run.stages[0]
+    stage.status = StageStatus.SUCCEEDED
+    ANSWER.append(Settled(RunStatus.SUCCEEDED, 0, "job 7 went on: completed", {0: stage}))
+    reconcile(store)
+    assert store.get(run.id).status == RunStatus.SUCCEEDED
+    assert not folder.exists()

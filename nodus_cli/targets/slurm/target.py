@@ -5,9 +5,10 @@ its GRES type, :mod:`.parse`), then submits each task with ``sbatch``: ``--nodes
 ``--gres=gpu:TYPE:N`` with the type the nodes of the chosen model carry, CPUs, memory
 when the stage sets it, a time limit from the budget and the price when both are known,
 its output in the run's folder under ``[slurm] work_root`` (a folder every node sees).
-Inside the job the image runs on the node's Docker engine with the GPUs Slurm allocated
-(:mod:`.script`). The job is followed with ``squeue`` (pending: ``queued``, with Slurm's
-reason in words) and its output file; how it ended comes from ``sacct``.
+Inside the job the image runs on the node's Docker engine (or podman: ``[slurm]
+container``) with the GPUs Slurm allocated (:mod:`.script`). The job is followed with
+``squeue`` (pending: ``queued``, with Slurm's reason in words) and its output file; how
+it ended comes from ``sacct``.
 
 The jobs are the cluster's (:attr:`owns_jobs`): each task's job id is recorded, a nodus
 process that dies leaves them running, and the next nodus command asks ``sacct`` how
@@ -15,7 +16,9 @@ they ended (:meth:`SlurmTarget.settle`). Only ``nodus stop`` (or Ctrl-C on the
 supervising process) cancels them (``scancel``).
 
 A fan-out stage is one job array (:mod:`.arrays`); ``priority`` is ``--nice`` (:func:`nice_of`).
-Not built yet (docs/targets.md says so): Python functions, runtimes other than Docker.
+A Python function call goes through ``work_root`` too (:mod:`.calls`): its files are
+placed there, the job's container runs nodus's runtime on them, the outcome is read back.
+Not built yet (docs/targets.md says so): container runtimes other than Docker and Podman.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
-from nodus_cli.targets.slurm import parse
+from nodus_cli.targets.docker.containers import memory_bytes, memory_limit
+from nodus_cli.targets.slurm import calls, parse
 from nodus_cli.targets.slurm.arrays import (
     ACCOUNTING_SECONDS,
     PENDING_STATES,
@@ -150,6 +154,7 @@ class SlurmTarget(Target):
         #: The job array of each fan-out stage under way, by the stage's name.
         self._arrays: dict[str, ArrayRun] = {}
         self._lock = threading.Lock()
+        self._caller = calls.Caller(store.root)  # Python function calls (.calls)
 
     # -- the cluster -------------------------------------------------------------------
 
@@ -240,13 +245,6 @@ class SlurmTarget(Target):
                     + detail,
                     hint="`nodus nodes --target slurm` shows what each node holds",
                 )
-        for stage in workload.stages:
-            if stage.function is not None:
-                raise NotRunnable(
-                    f"stage {stage.name!r} calls a Python function: the Slurm target does "
-                    "not run functions yet",
-                    hint="run it with --target local, or as a command",
-                )
         self._check_work_root()
         first = plan.stages[0].selected
         return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
@@ -329,7 +327,9 @@ class SlurmTarget(Target):
         key = task.key.replace("[", "-").replace("]", "")
         script = run_dir / f"{key}.{task.attempt}.sh"
         devices = run_dir / f"{key}.{task.attempt}.devices"
-        script.write_text(batch_script(task, str(work_dir), str(devices)))
+        end = run_dir / f"{key}.{task.attempt}.end"
+        text = batch_script(task, str(work_dir), str(devices), str(end), self.settings.container)
+        script.write_text(text)
         args = [
             "sbatch",
             "--parsable",
@@ -347,6 +347,9 @@ class SlurmTarget(Target):
         with self._lock:
             self._jobs[task.key] = job
         try:
+            if task.stage.function is not None:  # a Python function call (.calls)
+                run_dir = self.work_root() / task.run_id
+                return self._caller.run(task, ctx, run_dir, lambda t, c: self._run(t, c, job))
             return self._run(task, ctx, job)
         except SlurmDown as exc:
             return TaskEnd(TaskState.INFRASTRUCTURE, 1, f"the Slurm controller: {exc}")
@@ -412,7 +415,16 @@ class SlurmTarget(Target):
             return TaskEnd(
                 TaskState.INFRASTRUCTURE, 1, f"Slurm job {job.job_id} left no accounting record"
             )
-        return task_end(ended)
+        code, oom = _container_end(run_dir / f"{key}.{task.attempt}.end")
+        if oom and code is not None and ended.state in ("COMPLETED", "FAILED"):
+            req = task.stage.requirements
+            return TaskEnd(
+                TaskState.OUT_OF_MEMORY,
+                code,
+                f"out of memory: it reached {memory_limit(memory_bytes(req.cpu, req.memory_gb))}"
+                "; raise memory_gb in [requirements]",
+            )
+        return task_end(ended, code)
 
     def started_on(self, task: Task, where: str, devices: Path) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
@@ -517,7 +529,9 @@ class SlurmTarget(Target):
                 self._cancel(job.job_id)
 
     def cleanup(self, run_id: str) -> Cleanup:
-        """Cancel every job of the run still queued or running (``nodus stop``)."""
+        """Cancel every job of the run still queued or running (``nodus stop``), and
+        remove a function's files from ``work_root`` (the driver calls it at every run's
+        end)."""
         try:
             text = slurm("squeue", "-h", "-o", parse.QUEUE_FORMAT)
         except (SlurmDown, SlurmRefused) as exc:
@@ -527,6 +541,7 @@ class SlurmTarget(Target):
             if job.name.startswith(f"nodus-{run_id}-"):
                 self._cancel(job.job_id)
                 removed.append(f"Slurm job {job.job_id}")
+        removed += calls.remove(self.work_root() / run_id)
         return Cleanup(removed)
 
     # -- a run whose supervisor died ------------------------------------------------------
@@ -567,6 +582,7 @@ class SlurmTarget(Target):
             stages[index] = stage
             how = end.message or (f"exited with {end.exit_code}" if end.exit_code else "completed")
             last = (ok, end.exit_code, f"Slurm job {found.job_id} went on: {how}")
+        calls.remove(self.work_root() / record.id)  # nobody will read a dead caller's outcome
         later = [
             s.name
             for i, s in enumerate(record.stages)
@@ -648,11 +664,24 @@ def _accounted(job_id: str) -> parse.Ended | None:
     return found[-1] if found else None
 
 
-def task_end(ended: parse.Ended) -> TaskEnd:
-    """How a job's accounting record reads for the driver."""
+def _container_end(path: Path) -> tuple[int | None, bool]:
+    """What the job's script wrote of its container's end (:mod:`.script`): its exit
+    code (None: the script did not get that far) and whether the kernel killed it at
+    its memory limit."""
+    try:
+        words = path.read_text().split()
+        return int(words[0]), "oom" in words[1:]
+    except (OSError, ValueError, IndexError):
+        return None, False
+
+
+def task_end(ended: parse.Ended, code: int | None = None) -> TaskEnd:
+    """How a job's accounting record reads for the driver; ``code``: the container's exit
+    code as its script recorded it, truer than ``sacct``'s above 128 (Slurm keeps 137
+    as 9)."""
     kind, words = END_STATES.get(ended.state, (TaskState.INFRASTRUCTURE, ended.state))
     if ended.state in ("COMPLETED", "FAILED"):
-        code = ended.exit_code
+        code = ended.exit_code if code is None else code
         if code in (126, 127):
             return TaskEnd(TaskState.CANNOT_START, code, f"the command could not start ({code})")
         if code == 125:

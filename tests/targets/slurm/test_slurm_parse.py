@@ -91,6 +91,15 @@ def test_end_states_read_in_words_and_kinds() -> None:
         assert end.state == TaskState.INFRASTRUCTURE and state in str(end.message)
 
 
+def test_the_containers_own_exit_code_wins_over_sacct_above_128() -> None:
+    # Slurm 22.05 keeps a batch script's `exit 137` as 9:0 (the harness's cluster did).
+    killed = parse.Ended("9", "x", "FAILED", 9, 0, 6, "gpu-a")
+    assert task_end(killed).exit_code == 9
+    end = task_end(killed, 137)
+    assert (end.state, end.exit_code, end.message) == (TaskState.EXITED, 137, "killed (exit 137)")
+    assert task_end(parse.Ended("9", "x", "FAILED", 2, 0, 6, "gpu-a"), 130).exit_code == 130
+
+
 def test_pending_reasons_in_words() -> None:
     assert "other jobs" in pending_words("Resources")
     assert "higher priority" in pending_words("Priority")
