@@ -38,7 +38,6 @@ from nodus_cli.records import StageStatus, TaskRecord
 from nodus_cli.targets.base import ItemContext, Started, Task, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, environ, slurm
-from nodus_cli.targets.slurm.script import batch_script
 
 if TYPE_CHECKING:
     from nodus_cli.workload import Stage
@@ -104,8 +103,14 @@ class ArrayHost(Protocol):
     def pending(self, reason: str, holders: str) -> str:
         """Slurm's pending reason in words."""
 
-    def end_of(self, ended: parse.Ended) -> TaskEnd:
-        """How a job's accounting record reads for the driver."""
+    def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
+        """The array's batch script (:func:`.script.batch_script` with the target's
+        container runtime): each task reads its item from ``items``, writes its GPUs to
+        ``devices.INDEX`` and its container's end to ``end.INDEX``."""
+
+    def end_of(self, task: Task, ended: parse.Ended, end_file: Path) -> TaskEnd:
+        """How a job's accounting record reads for the driver, with what its script wrote
+        of its container's end to ``end_file``."""
 
 
 class _Item:
@@ -152,7 +157,8 @@ class ArrayRun:
             (items / str(task.item.index)).write_text(task.item.value)
         script = run_dir / f"{self._key()}.array.sh"
         devices = run_dir / f"{self._key()}.array.devices"
-        script.write_text(batch_script(first, str(work_dir), str(devices), items=str(items)))
+        end = run_dir / f"{self._key()}.array.end"
+        script.write_text(self.host.script(first, work_dir, devices, end, items))
         count = len(self.tasks)
         throttle = f"%{parallel}" if parallel < count else ""
         env = first.environment(str(work_dir))
@@ -310,7 +316,8 @@ class ArrayRun:
                     f"Slurm job {item.job_id} left no accounting record",
                 )
             else:
-                end = self.host.end_of(found)
+                ends = run_dir / f"{self._key()}.array.end.{index}"
+                end = self.host.end_of(item.task, found, ends)
             with self._lock:
                 self._items.pop(index, None)
             item.ctx.ended(end)

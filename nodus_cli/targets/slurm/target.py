@@ -52,7 +52,6 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
-from nodus_cli.targets.docker.containers import memory_bytes, memory_limit
 from nodus_cli.targets.slurm import calls, parse
 from nodus_cli.targets.slurm.arrays import (
     ACCOUNTING_SECONDS,
@@ -65,6 +64,7 @@ from nodus_cli.targets.slurm.arrays import (
     settle_items,
 )
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, down_error, environ, slurm
+from nodus_cli.targets.slurm.endings import END_STATES, job_end, task_end
 from nodus_cli.targets.slurm.script import batch_script
 from nodus_cli.workload.model import DEFAULT_PRIORITY
 
@@ -80,19 +80,6 @@ __all__ = ["END_STATES", "SlurmTarget", "nice_of", "pending_words", "task_end"]
 NICE_FROM = 50
 #: ``--nice`` per point of ``priority`` below :data:`NICE_FROM`.
 NICE_STEP = 100
-
-#: sacct's end states in words, and what kind of end each is for the driver.
-END_STATES: dict[str, tuple[TaskState, str]] = {
-    "COMPLETED": (TaskState.EXITED, "completed"),
-    "FAILED": (TaskState.EXITED, "failed"),
-    "TIMEOUT": (TaskState.KILLED, "Slurm ended it at its time limit (TIMEOUT)"),
-    "OUT_OF_MEMORY": (TaskState.OUT_OF_MEMORY, "it ran out of memory (OUT_OF_MEMORY)"),
-    "CANCELLED": (TaskState.KILLED, "cancelled outside nodus (scancel) (CANCELLED)"),
-    "NODE_FAIL": (TaskState.INFRASTRUCTURE, "its node failed (NODE_FAIL)"),
-    "PREEMPTED": (TaskState.INFRASTRUCTURE, "Slurm preempted it for another job (PREEMPTED)"),
-    "BOOT_FAIL": (TaskState.INFRASTRUCTURE, "its node failed to boot (BOOT_FAIL)"),
-    "DEADLINE": (TaskState.KILLED, "Slurm ended it at its deadline (DEADLINE)"),
-}
 
 _REASONS = {
     "Resources": "waiting for GPUs: the nodes that have them are busy with other jobs",
@@ -415,16 +402,7 @@ class SlurmTarget(Target):
             return TaskEnd(
                 TaskState.INFRASTRUCTURE, 1, f"Slurm job {job.job_id} left no accounting record"
             )
-        code, oom = _container_end(run_dir / f"{key}.{task.attempt}.end")
-        if oom and code is not None and ended.state in ("COMPLETED", "FAILED"):
-            req = task.stage.requirements
-            return TaskEnd(
-                TaskState.OUT_OF_MEMORY,
-                code,
-                f"out of memory: it reached {memory_limit(memory_bytes(req.cpu, req.memory_gb))}"
-                "; raise memory_gb in [requirements]",
-            )
-        return task_end(ended, code)
+        return job_end(task, ended, run_dir / f"{key}.{task.attempt}.end")
 
     def started_on(self, task: Task, where: str, devices: Path) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
@@ -511,8 +489,13 @@ class SlurmTarget(Target):
     def pending(self, reason: str, holders: str) -> str:
         return pending_words(reason, holders)
 
-    def end_of(self, ended: parse.Ended) -> TaskEnd:
-        return task_end(ended)
+    def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
+        return batch_script(
+            task, str(work_dir), str(devices), str(end), self.settings.container, str(items)
+        )
+
+    def end_of(self, task: Task, ended: parse.Ended, end_file: Path) -> TaskEnd:
+        return job_end(task, ended, end_file)
 
     def stop_task(self, task: Task) -> None:
         with self._lock:
@@ -662,32 +645,3 @@ def _accounted(job_id: str) -> parse.Ended | None:
         return None
     found = [j for j in parse.ended_jobs(text) if j.job_id == job_id]
     return found[-1] if found else None
-
-
-def _container_end(path: Path) -> tuple[int | None, bool]:
-    """What the job's script wrote of its container's end (:mod:`.script`): its exit
-    code (None: the script did not get that far) and whether the kernel killed it at
-    its memory limit."""
-    try:
-        words = path.read_text().split()
-        return int(words[0]), "oom" in words[1:]
-    except (OSError, ValueError, IndexError):
-        return None, False
-
-
-def task_end(ended: parse.Ended, code: int | None = None) -> TaskEnd:
-    """How a job's accounting record reads for the driver; ``code``: the container's exit
-    code as its script recorded it, truer than ``sacct``'s above 128 (Slurm keeps 137
-    as 9)."""
-    kind, words = END_STATES.get(ended.state, (TaskState.INFRASTRUCTURE, ended.state))
-    if ended.state in ("COMPLETED", "FAILED"):
-        code = ended.exit_code if code is None else code
-        if code in (126, 127):
-            return TaskEnd(TaskState.CANNOT_START, code, f"the command could not start ({code})")
-        if code == 125:
-            return TaskEnd(TaskState.INFRASTRUCTURE, code, "docker could not run the image (125)")
-        if code == 137 and ended.state == "FAILED":
-            return TaskEnd(TaskState.EXITED, code, "killed (exit 137)")
-        return TaskEnd(TaskState.EXITED, code)
-    code = ended.exit_code or (128 + ended.signal if ended.signal else 1)
-    return TaskEnd(kind, code, f"Slurm job {ended.job_id}: {words}")

@@ -5,9 +5,12 @@ and the batch script of an array (each task reads its own item)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from nodus_cli.targets.base import Item, Task, TaskState
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.arrays import requeued
+from nodus_cli.targets.slurm.endings import job_end
 from nodus_cli.targets.slurm.script import batch_script
 from nodus_cli.targets.slurm.target import nice_of
 from nodus_cli.workload import load_text
@@ -47,3 +50,25 @@ def test_each_array_task_reads_its_own_item_and_writes_its_own_gpus() -> None:
     assert 'NODUS_ITEM="$(cat /w/items/main/"$SLURM_ARRAY_TASK_ID")"' in text
     assert '> /w/main.array.devices."$SLURM_ARRAY_TASK_ID"' in text
     assert "-e NODUS_ITEM " in text and "-e NODUS_ITEM_COUNT" in text
+
+
+def test_each_array_task_writes_its_containers_end_and_runs_the_configured_runtime(
+    tmp_path: Path,
+) -> None:
+    loaded = load_text('name = "w"\nimage = "img:1"\ncommand = "true"\ngpu = "H100"\n')
+    assert loaded.workload is not None
+    stage = loaded.workload.stages[0]
+    task = Task("r1", "w", stage, 0, {}, item=Item(0, "a", 3))
+    text = batch_script(
+        task, "/w/work", "/w/main.array.devices", "/w/main.array.end", "podman", "/w/items/main"
+    )
+    assert '> /w/main.array.end."$SLURM_ARRAY_TASK_ID"' in text
+    assert "podman run" in text and "docker run" not in text
+    # Each task's end is read with its own file: a container killed at its memory limit is
+    # out of memory in words, whatever sacct kept of its 137.
+    (tmp_path / "end.2").write_text("137 oom\n")
+    ended = parse.Ended("41_2", "x", "FAILED", 9, 0, 6, "gpu-a")
+    end = job_end(task, ended, tmp_path / "end.2")
+    assert end.state == TaskState.OUT_OF_MEMORY and end.exit_code == 137
+    assert "out of memory: it reached" in (end.message or "")
+    assert job_end(task, ended, tmp_path / "missing").exit_code == 9
