@@ -23,7 +23,7 @@ from typing import Protocol
 
 from nodus_cli.records.logs import Stream
 from nodus_cli.structs import struct
-from nodus_cli.targets.base import OutputStream, Started, Task, TaskEnd
+from nodus_cli.targets.base import OutputStream, Pending, Started, Task, TaskEnd
 
 __all__ = [
     "Context",
@@ -52,7 +52,7 @@ class TaskWaiting:
     """Still not running, and why."""
 
     task: Task
-    message: str
+    pending: Pending
 
 
 @struct(frozen=True)
@@ -108,8 +108,8 @@ class Context:
     def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
         self.events.put(TaskSubmitted(self.task, note, job_id))
 
-    def waiting(self, message: str) -> None:
-        self.events.put(TaskWaiting(self.task, message))
+    def waiting(self, pending: Pending) -> None:
+        self.events.put(TaskWaiting(self.task, pending))
 
     def started(self, info: Started) -> None:
         self.events.put(TaskBegan(self.task, info, time.monotonic()))

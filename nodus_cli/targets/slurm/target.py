@@ -38,6 +38,8 @@ from nodus_cli.records import RunStatus, StageRecord, StageStatus
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
+    Pending,
+    PendingKind,
     Preparation,
     Settled,
     Started,
@@ -48,6 +50,7 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.resources import price_share
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, down_error, environ, slurm
 from nodus_cli.targets.slurm.script import batch_script
@@ -57,7 +60,7 @@ if TYPE_CHECKING:
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
-__all__ = ["END_STATES", "SlurmTarget", "pending_words", "task_end"]
+__all__ = ["END_STATES", "SlurmTarget", "pending_kind", "pending_words", "task_end"]
 
 #: How often a job is looked at while it waits or runs.
 POLL_SECONDS = 0.5
@@ -87,6 +90,24 @@ _REASONS = {
     "BeginTime": "waiting for its begin time",
     "None": "submitted; Slurm has not scheduled it yet",
 }
+
+
+#: Slurm's pending reasons by the kind of wait they are (the rest: by prefix, else other).
+_KINDS = {
+    "Resources": PendingKind.RESOURCES,
+    "Priority": PendingKind.PRIORITY,
+    "ReqNodeNotAvail": PendingKind.NODE_UNAVAILABLE,
+    "JobHeldUser": PendingKind.HELD,
+    "JobHeldAdmin": PendingKind.HELD,
+    "None": PendingKind.SCHEDULING,
+}
+
+
+def pending_kind(reason: str) -> PendingKind:
+    """The kind of wait Slurm's pending ``reason`` is (``QOS*``, ``AssocGrp*``: a limit)."""
+    if reason.startswith(("QOSMax", "QOSGrp", "AssocGrp", "AssocMax")):
+        return PendingKind.LIMIT
+    return _KINDS.get(reason, PendingKind.OTHER)
 
 
 def pending_words(reason: str, holders: str = "") -> str:
@@ -359,7 +380,9 @@ class SlurmTarget(Target):
                     )
                 if words != said:
                     said = words
-                    ctx.waiting(f"Slurm job {job.job_id}: {words}")
+                    ctx.waiting(
+                        Pending(pending_kind(state.reason), f"Slurm job {job.job_id}: {words}")
+                    )
             time.sleep(POLL_SECONDS)
         ended = self._ended(job.job_id)
         if not running and ended is not None and ended.node not in ("", "None assigned"):
@@ -377,8 +400,9 @@ class SlurmTarget(Target):
     def _started(self, task: Task, where: str, devices: Path) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
         price = self._price(node) if node is not None else 0.0
-        if node is not None and node.gres is not None and node.gres.count:
-            price *= task.stage.requirements.gpu_count / node.gres.count
+        if node is not None and node.gres is not None and task.stage.requirements.wants_gpu:
+            req = task.stage.requirements
+            price = price_share(price, req, gpus=node.gres.count, cpus=float(node.cpus))
         held: tuple[str, ...] = ()
         for _ in range(20):  # the script writes it as its first step
             with contextlib.suppress(OSError):
