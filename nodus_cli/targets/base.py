@@ -174,9 +174,6 @@ class Pending:
     holders: tuple[str, ...] = ()
     position: int | None = None
 
-    def __str__(self) -> str:
-        return self.words
-
 
 #: A task's output stream, as the run's log names it.
 OutputStream = Literal["stdout", "stderr"]
