@@ -400,9 +400,9 @@ class SlurmTarget(Target):
     def _started(self, task: Task, where: str, devices: Path) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
         price = self._price(node) if node is not None else 0.0
-        if node is not None and node.gres is not None and task.stage.requirements.wants_gpu:
-            req = task.stage.requirements
-            price = price_share(price, req, gpus=node.gres.count, cpus=float(node.cpus))
+        if node is not None:  # Slurm shares a node: the job pays its part of the price
+            gpus = node.gres.count if node.gres is not None else 0
+            price = price_share(price, task.stage.requirements, gpus=gpus, cpus=float(node.cpus))
         held: tuple[str, ...] = ()
         for _ in range(20):  # the script writes it as its first step
             with contextlib.suppress(OSError):
