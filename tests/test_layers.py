@@ -306,7 +306,8 @@ def _target_of(module: str) -> str | None:
 
 def test_no_target_imports_another() -> None:
     wrong = [
-        f"{i}: a target builds on what the targets share (targets.base, targets.docker) and "
+        f"{i}: a target builds on what the targets share (targets.base, targets.docker, "
+        "targets.cluster) and "
         "the layers below (this machine's GPUs are nodus_cli.hardware's), never on another "
         "target"
         for i in every_import()
@@ -318,9 +319,22 @@ def test_no_target_imports_another() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_cluster_layer_imports_no_target() -> None:
+    wrong = [
+        f"{i}: the cluster layer is what every cluster target shares; a target imports it, "
+        "never the other way round"
+        for i in every_import()
+        if i.module.startswith("nodus_cli.targets.cluster")
+        and ours(i)
+        and _target_of(i.target) is not None
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_rule_on_targets_knows_the_targets() -> None:
     assert _target_of("nodus_cli.targets.local.machine") == "local"
     assert _target_of("nodus_cli.targets.swarm") == "swarm"
+    assert _target_of("nodus_cli.targets.cluster.following") is None
     assert _target_of("nodus_cli.targets.docker.engine") is None
     assert _target_of("nodus_cli.targets.base") is None
     assert _target_of("nodus_cli.targets") is None

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nodus_cli import targets
 from nodus_cli.api.targets import CATALOG, target_names
 from nodus_cli.errors import NodusError, UsageError
 from nodus_cli.structs import field, struct
@@ -63,7 +64,7 @@ class Session:
         if target != CATALOG and target not in names:
             raise UsageError(
                 f"unknown target {target!r}: nodus runs on {', '.join(names)}",
-                hint=f"--target {' or --target '.join(names)}; plans also take --target catalog",
+                hint=f"{targets.choices()}; plans also take --target catalog",
             )
         self.target = target
         self.catalog = str(catalog) if catalog is not None else None
@@ -119,8 +120,6 @@ class Session:
     ) -> Target:
         """The target called ``name`` (default: the session's); ``reading``: to look only,
         so the state folder is not created for it."""
-        from nodus_cli import targets
-
         store = self.reader() if reading else self.store
         return targets.get(name or self.target, store, self.catalog, pulls)
 
@@ -129,7 +128,7 @@ class Session:
         if self.target == CATALOG:
             raise UsageError(
                 "the catalog is a market of quotes, not a place to run",
-                hint="run with --target local or --target swarm; `nodus plan` prices the catalog",
+                hint=f"run with {targets.choices()}; `nodus plan` prices the catalog",
             )
 
     def reconcile(self) -> list[str]:

@@ -396,7 +396,8 @@ class Runner:
                 # (a fan-out item's record takes no configuration: not built per item)
                 planned = self._planned(task.stage) if task.item is None else None
                 state.submitted(task, run.submitted_at, planned, note, job_id)
-            case TaskWaiting(message=message):
+            case TaskWaiting(pending=pending):
+                message = pending.words
                 run.queued_at = run.queued_at or time.monotonic()
                 run.queued_for = message
                 state.waiting(task, message)

@@ -25,7 +25,15 @@ from typing import Protocol
 
 from nodus_cli.records.logs import Stream
 from nodus_cli.structs import struct
-from nodus_cli.targets.base import OutputStream, Started, Target, TargetFailure, Task, TaskEnd
+from nodus_cli.targets.base import (
+    OutputStream,
+    Pending,
+    Started,
+    Target,
+    TargetFailure,
+    Task,
+    TaskEnd,
+)
 
 __all__ = [
     "Context",
@@ -55,7 +63,7 @@ class TaskWaiting:
     """Still not running, and why."""
 
     task: Task
-    message: str
+    pending: Pending
 
 
 @struct(frozen=True)
@@ -115,8 +123,8 @@ class Context:
     def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
         self.events.put(TaskSubmitted(self.task, note, job_id))
 
-    def waiting(self, message: str) -> None:
-        self.events.put(TaskWaiting(self.task, message))
+    def waiting(self, pending: Pending) -> None:
+        self.events.put(TaskWaiting(self.task, pending))
 
     def started(self, info: Started) -> None:
         self.events.put(TaskBegan(self.task, info, time.monotonic()))

@@ -148,6 +148,37 @@ class TaskEnd:
     gpu_use: UsageReport | None = None
 
 
+class PendingKind(StrEnum):
+    """What a task that is not running yet waits for (:class:`Pending`)."""
+
+    #: What it needs (GPUs, CPUs, memory) is held by other tasks or jobs now.
+    RESOURCES = "resources"
+    #: Others are ahead of it in line (a queue's order, a scheduler's priority).
+    PRIORITY = "priority"
+    #: A limit of its account, quota or QOS is reached.
+    LIMIT = "limit"
+    #: The node(s) it may run on are down, drained or gone.
+    NODE_UNAVAILABLE = "node_unavailable"
+    #: Held by someone (its user, an administrator) until released.
+    HELD = "held"
+    #: Submitted: the scheduler has not placed it yet, and gives no reason.
+    SCHEDULING = "scheduling"
+    #: Another reason, in its words.
+    OTHER = "other"
+
+
+@struct(frozen=True)
+class Pending:
+    """Why a task is not running yet: the kind of wait, the words the user reads (the
+    status line, ``nodus runs``), and, when the target knows them, who holds what it
+    waits for and its place in line (1: next)."""
+
+    kind: PendingKind
+    words: str
+    holders: tuple[str, ...] = ()
+    position: int | None = None
+
+
 #: A task's output stream, as the run's log names it.
 OutputStream = Literal["stdout", "stderr"]
 
@@ -193,10 +224,10 @@ class TaskContext(Protocol):
         """The task holds its place (a container created, a service submitted);
         ``job_id``: the job a scheduler that owns its jobs knows it by (recorded)."""
 
-    def waiting(self, message: str) -> None:
+    def waiting(self, pending: Pending) -> None:
         """Not running yet: it waits for capacity (GPUs other runs hold, a Swarm task
-        pending), and why. The run shows ``queued`` until the task runs; say it again
-        when the words change (its place in line, who holds what)."""
+        pending), and why (:class:`Pending`). The run shows ``queued`` until the task
+        runs; say it again when the words change (its place in line, who holds what)."""
 
     def started(self, info: Started) -> None:
         """The task runs now: the driver's clock (and the cost) starts here."""

@@ -25,6 +25,7 @@ from docker_support import (  # noqa: F401 - fixtures
 
 import nodus_cli
 from nodus_cli import Client, InvalidWorkload, Requirements, RunStatus, StageStatus
+from nodus_cli.targets import REGISTRY
 
 pytestmark = pytest.mark.docker
 
@@ -197,8 +198,12 @@ def test_gpus_and_list_nodes(client: Client, monkeypatch: pytest.MonkeyPatch) ->
 def test_an_unknown_target_is_a_usage_error() -> None:
     with pytest.raises(nodus_cli.NodusError) as caught:
         Client(target="nomad")
-    assert caught.value.exit_code == 2
-    assert "local, swarm, slurm, kubernetes" in caught.value.message
+    assert caught.value.exit_code == 2 and ", ".join(REGISTRY) in caught.value.message
+    # The hint names every target with what it is, from the registry.
+    assert caught.value.hint is not None
+    assert caught.value.hint.startswith("--target local (this machine), --target swarm")
+    for name in REGISTRY:
+        assert f"--target {name} (" in caught.value.hint
 
 
 def test_the_public_surface() -> None:

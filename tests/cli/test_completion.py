@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from nodus_cli.targets import REGISTRY
+
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="no bash here")
 
@@ -69,7 +71,7 @@ def test_bash_completes_commands_and_option_values_from_the_script(bin_dir: Path
     done = in_shell(bin_dir, "bash", complete.format(words="nodus va", at=1))
     assert done.stdout.split() == ["validate"], done.stderr
     done = in_shell(bin_dir, "bash", complete.format(words="nodus run --target ''", at=3))
-    assert done.stdout.split() == ["catalog", "local", "swarm", "slurm", "kubernetes"], done.stderr
+    assert done.stdout.split() == ["catalog", *REGISTRY], done.stderr
 
 
 @pytest.mark.parametrize(

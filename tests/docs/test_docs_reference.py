@@ -19,6 +19,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,22 +237,14 @@ def test_the_missing_variable_message_is_quoted_as_nodus_prints_it() -> None:
 CONFIGS = [b for b in blocks(CONFIG_PAGE) if b.lang == "toml"]
 
 
-def _load_all() -> tuple[
-    config.LocalConfig,
-    config.CatalogConfig,
-    config.LimitsConfig,
-    config.SlurmConfig,
-    config.KubernetesConfig,
-    config.FunctionsConfig,
-]:
-    return (
-        config.local(),
-        config.catalog(),
-        config.limits(),
-        config.slurm(),
-        config.kubernetes(),
-        config.functions(),
-    )
+def _load_all() -> dict[str, Any]:
+    """Every section of ``config.SECTIONS`` as its reader (the function of its name) reads it."""
+    return {name: getattr(config, name)() for name in config.SECTIONS}
+
+
+def test_every_section_has_its_reader() -> None:
+    for name in config.SECTIONS:
+        assert callable(getattr(config, name, None)), f"config.{name}() reads [{name}]"
 
 
 def test_the_configuration_page_has_examples() -> None:
@@ -268,8 +261,7 @@ def test_every_configuration_example_reads_as_nodus_reads_it(
     path.write_text(block.body, encoding="utf-8")
     monkeypatch.setenv("NODUS_CONFIG", str(path))
     if block.mark is None:
-        names = ("local", "catalog", "limits", "slurm", "kubernetes", "functions")
-        loaded = dict(zip(names, _load_all(), strict=True))
+        loaded = _load_all()
         written = tomllib.loads(block.body)
         assert written and set(written) <= set(loaded)
         for name, keys in written.items():  # every value written is the value nodus uses

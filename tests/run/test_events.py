@@ -7,7 +7,7 @@ import json
 import pytest
 
 from nodus_cli.run.events import TaskBegan, TaskEnded, TaskRaised, TaskSubmitted, TaskWaiting
-from nodus_cli.targets.base import Started, Task, TaskEnd, TaskState
+from nodus_cli.targets.base import Pending, PendingKind, Started, Task, TaskEnd, TaskState
 from nodus_cli.workload import load_text
 
 
@@ -19,7 +19,7 @@ def _task() -> Task:
 
 def test_events_of_different_kinds_with_the_same_payload_are_not_equal() -> None:
     task = _task()
-    assert TaskSubmitted(task, "x") != TaskWaiting(task, "x")
+    assert TaskSubmitted(task, "x") != TaskWaiting(task, Pending(PendingKind.OTHER, "x"))
     assert TaskSubmitted(task, "x") == TaskSubmitted(task, "x")
     assert TaskSubmitted(task, "x") != (task, "x")
 
@@ -30,15 +30,15 @@ def test_the_loop_matches_an_event_by_its_kind_and_fields() -> None:
     seen = []
     events = [
         TaskSubmitted(task, None),
-        TaskWaiting(task, "no GPUs"),
+        TaskWaiting(task, Pending(PendingKind.RESOURCES, "no GPUs")),
         TaskBegan(task, Started(), 1.0),
         TaskEnded(task, end),
         TaskRaised(task, OSError("x")),
     ]
     for event in events:
         match event:
-            case TaskWaiting(_, message):
-                seen.append(message)
+            case TaskWaiting(_, pending):
+                seen.append(pending.words)
             case TaskBegan(_, info, at):
                 seen.append((info.devices, at))
             case TaskEnded(end=found):
@@ -50,4 +50,4 @@ def test_the_loop_matches_an_event_by_its_kind_and_fields() -> None:
 
 def test_an_event_is_not_a_tuple() -> None:
     with pytest.raises(TypeError, match="not JSON serializable"):
-        json.dumps(TaskWaiting(_task(), "x"))
+        json.dumps(TaskWaiting(_task(), Pending(PendingKind.OTHER, "x")))

@@ -17,6 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nodus_cli.structs import field, struct
+from nodus_cli.targets.cluster import resources
 from nodus_cli.workload import Mount, Port
 
 if TYPE_CHECKING:
@@ -77,8 +78,9 @@ class ContainerSpec:
 
 
 def memory_bytes(cpu: float, memory_gb: float | None) -> int:
-    gib = memory_gb if memory_gb else 2.0 * cpu
-    return int(gib * GIB)
+    """A task's memory limit in bytes (the default when ``memory_gb`` is unset:
+    :func:`~nodus_cli.targets.cluster.resources.memory_gb`)."""
+    return int(resources.memory_gb(cpu, memory_gb) * GIB)
 
 
 def memory_limit(memory: int) -> str:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nodus_cli.targets.base import Started, TaskContext, TaskEnd, TaskState
+from nodus_cli.targets.base import Pending, PendingKind, Started, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "Following",
     "follow",
     "job_pods",
+    "pending_kind",
     "pending_reason",
     "pod_end",
     "pull_problem",
@@ -303,13 +304,15 @@ def _look(
         failed = _job_failed(job)
         if failed is not None:
             return TaskEnd(TaskState.KILLED, 1, f"the Job {name} failed with no pod: {failed}")
+        kind = PendingKind.SCHEDULING
         if (job.get("spec") or {}).get("suspend"):
+            kind = PendingKind.LIMIT  # Kueue admits a Job when its queue's quota has room
             words = f"waiting for Kueue to admit Job {name} from queue {queue_name!r}"
         else:
             words = f"Job {name} created; its pod is not there yet"
         if words != following.said:
             following.said = words
-            ctx.waiting(words)
+            ctx.waiting(Pending(kind, words))
         return None
     pod_name = str((pod.get("metadata") or {}).get("name"))
     problem = pull_problem(pod, image)
@@ -320,6 +323,7 @@ def _look(
     node = (pod.get("spec") or {}).get("nodeName")
     if status.get("phase") == "Pending" and not node:
         reason = pending_reason(pod, []) or pending_reason(pod, cluster.events(pod_name))
+        kind = pending_kind(reason)
         if reason is None:
             words = f"pod {pod_name}: the scheduler has not placed it yet"
         else:
@@ -337,13 +341,13 @@ def _look(
                 )
         if words != following.said:
             following.said = words
-            ctx.waiting(words)
+            ctx.waiting(Pending(kind, words))
         return None
     if status.get("phase") == "Pending":  # placed: the kubelet pulls and starts it
         words = f"pod {pod_name} is on node {node}; its container is starting"
         if words != following.said:
             following.said = words
-            ctx.waiting(words)
+            ctx.waiting(Pending(PendingKind.SCHEDULING, words))
         return None
     if status.get("phase") in ("Running", "Succeeded", "Failed") and not following.started:
         following.started = True
@@ -362,3 +366,17 @@ def _job_failed(job: dict[str, Any]) -> str | None:
         if condition.get("type") == "Failed" and condition.get("status") == "True":
             return str(condition.get("message") or condition.get("reason") or "Failed")
     return None
+
+
+def pending_kind(reason: str | None) -> PendingKind:
+    """The kind of wait the scheduler's ``reason`` for an unplaced pod is: too few free
+    GPUs (or CPUs, memory) is ``resources``; no node it may go to, ``node_unavailable``."""
+    if reason is None:
+        return PendingKind.SCHEDULING
+    if "Insufficient" in reason or "Too many pods" in reason:
+        return PendingKind.RESOURCES
+    if any(w in reason for w in ("affinity", "selector", "taint", "unschedulable", "NotReady")):
+        return PendingKind.NODE_UNAVAILABLE
+    if "preemption" in reason.lower() and "Insufficient" not in reason:
+        return PendingKind.PRIORITY
+    return PendingKind.OTHER

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nodus_cli.errors import NodusError, NotRunnable
-from nodus_cli.targets.base import Task, TaskContext, TaskEnd, TaskState
+from nodus_cli.targets.base import Pending, PendingKind, Task, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.containers import (
     LABEL_HOME,
@@ -224,12 +224,21 @@ class Claims:
                 if entry is None:
                     entry = self._enqueue(task, request)
                     continue
+                place = picture.place(entry)
                 words = (
-                    f"{label(task)}: queued, {ordinal(picture.place(entry))} in line for "
+                    f"{label(task)}: queued, {ordinal(place)} in line for "
                     f"{self.wants(model, request)} ({self.holding(request, picture)})"
                 )
                 if words != shown:
-                    ctx.waiting(words)
+                    holders = picture.holders_of(request.candidates)
+                    ctx.waiting(
+                        Pending(
+                            PendingKind.RESOURCES,
+                            words,
+                            holders=tuple(h.words(self.home) for h in holders),
+                            position=place,
+                        )
+                    )
                     shown = words
                 self._nudge.wait(self._docker(), QUEUE_POLL_SECONDS)
         finally:

@@ -51,6 +51,7 @@ from nodus_cli.targets.base import (
     TaskState,
     WorkDir,
 )
+from nodus_cli.targets.cluster.resources import tasks_per_node
 from nodus_cli.targets.docker import engine, images
 from nodus_cli.targets.docker.containers import (
     LABEL_HOME,
@@ -412,16 +413,19 @@ class LocalTarget(Target):
             self._stopping.discard(task.key)
 
     def _slots(self, stage: Stage) -> int:
-        """How many tasks of a fan-out stage share this machine's price (1 otherwise)."""
+        """How many tasks of a fan-out stage share this machine's price (1 otherwise):
+        :func:`~nodus_cli.targets.cluster.resources.tasks_per_node` of the GPUs that fit."""
         if stage.map is None:
             return 1
         req = stage.requirements
-        if not req.wants_gpu:
-            return max(1, int(machine.cpu_count() // req.cpu)) if req.cpu else 1
-        matching = self._matching(stage)
-        if req.share_gpu and req.peak_memory_gb:
-            return max(1, sum(int(g.nominal_memory_gb // req.peak_memory_gb) for g in matching))
-        return max(1, len(matching) // req.gpu_count)
+        matching = self._matching(stage) if req.wants_gpu else []
+        held = tasks_per_node(
+            req,
+            gpus=len(matching),
+            cpus=machine.cpu_count(),
+            gpu_memory_gb=[g.nominal_memory_gb for g in matching],
+        )
+        return max(1, held)
 
     def create_container(self, spec: ContainerSpec, task: Task) -> str:
         body = engine_config(spec)

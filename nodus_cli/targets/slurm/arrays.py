@@ -35,7 +35,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from nodus_cli.records import StageStatus, TaskRecord
-from nodus_cli.targets.base import ItemContext, Started, Task, TaskContext, TaskEnd, TaskState
+from nodus_cli.targets.base import (
+    ItemContext,
+    Pending,
+    PendingKind,
+    Started,
+    Task,
+    TaskContext,
+    TaskEnd,
+    TaskState,
+)
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, environ, slurm
 
@@ -102,6 +111,9 @@ class ArrayHost(Protocol):
 
     def pending(self, reason: str, holders: str) -> str:
         """Slurm's pending reason in words."""
+
+    def pending_kind(self, reason: str) -> PendingKind:
+        """The kind of wait Slurm's pending reason is."""
 
     def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
         """The array's batch script (:func:`.script.batch_script` with the target's
@@ -277,7 +289,12 @@ class ArrayRun:
                     continue
                 if words != item.said:
                     item.said = words
-                    item.ctx.waiting(f"Slurm job {item.job_id}: {words}")
+                    item.ctx.waiting(
+                        Pending(
+                            self.host.pending_kind(state.reason),
+                            f"Slurm job {item.job_id}: {words}",
+                        )
+                    )
                 continue
             if not item.running and state.state == "RUNNING":
                 item.running = True

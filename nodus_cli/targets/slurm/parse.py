@@ -3,7 +3,7 @@
 Contract: pure functions of the text that ``scontrol show node --oneliner``,
 ``squeue -h -o FORMAT`` and ``sacct -n -P -o FIELDS`` print (Slurm 22.05 and newer; the
 tests read text captured from the harness's real cluster). A GPU model comes from the
-node's GRES type through the one GPU table (:mod:`nodus_cli.hardware.gpus`), never
+node's GRES type through the one GPU table (``targets.cluster.pricing.gpu_model``), never
 guessed: a type the table does not know is kept as written, with no model.
 
 Why apart: the text formats are Slurm's and change by version; the target's logic reads
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from nodus_cli.hardware import gpus
 from nodus_cli.structs import struct
+from nodus_cli.targets.cluster.pricing import gpu_model
 
 __all__ = [
     "QUEUE_FORMAT",
@@ -115,23 +115,9 @@ def gres_of(text: str) -> Gres | None:
             continue
         kind = parts[1] if len(parts) == 3 else None
         count = _int(parts[-1])
-        return Gres(kind, *_model(kind), count)
+        model = gpu_model(kind)
+        return Gres(kind, model.name, model.memory_gb, count)
     return None
-
-
-def _model(kind: str | None) -> tuple[str | None, float | None]:
-    """The model a GRES type names, and its memory: the one the type names
-    (``a100_80gb``), else the model's smallest (what every variant has at least)."""
-    if not kind:
-        return None, None
-    table = gpus.table()
-    variant = table.variant(kind)
-    if variant is not None and variant.memory_gb:
-        return variant.family.name, variant.memory_gb
-    family = variant.family if variant is not None else table.lookup(kind)
-    if family is None:
-        return None, None
-    return family.name, family.nominal_memory(None)
 
 
 def _gpus_used(tres: str) -> int:

@@ -42,6 +42,8 @@ from nodus_cli.targets.base import (
     Cleanup,
     ItemContext,
     NodeInfo,
+    Pending,
+    PendingKind,
     Preparation,
     Settled,
     Started,
@@ -52,6 +54,7 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.resources import price_share
 from nodus_cli.targets.slurm import calls, parse
 from nodus_cli.targets.slurm.arrays import (
     ACCOUNTING_SECONDS,
@@ -73,7 +76,7 @@ if TYPE_CHECKING:
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
-__all__ = ["END_STATES", "SlurmTarget", "nice_of", "pending_words", "task_end"]
+__all__ = ["END_STATES", "SlurmTarget", "nice_of", "pending_kind", "pending_words", "task_end"]
 
 #: nodus's ``priority`` (0 to 100) at or above which a job keeps Slurm's own priority
 #: (``--nice=0``): an ordinary user may only lower a job's priority, never raise it.
@@ -97,6 +100,24 @@ def nice_of(priority: int) -> int:
     """The ``--nice`` of a job of nodus ``priority``: higher priority, lower nice; 0 (no
     change) from :data:`NICE_FROM` up, as an ordinary user may not set a negative one."""
     return max(0, NICE_FROM - priority) * NICE_STEP
+
+
+#: Slurm's pending reasons by the kind of wait they are (the rest: by prefix, else other).
+_KINDS = {
+    "Resources": PendingKind.RESOURCES,
+    "Priority": PendingKind.PRIORITY,
+    "ReqNodeNotAvail": PendingKind.NODE_UNAVAILABLE,
+    "JobHeldUser": PendingKind.HELD,
+    "JobHeldAdmin": PendingKind.HELD,
+    "None": PendingKind.SCHEDULING,
+}
+
+
+def pending_kind(reason: str) -> PendingKind:
+    """The kind of wait Slurm's pending ``reason`` is (``QOS*``, ``AssocGrp*``: a limit)."""
+    if reason.startswith(("QOSMax", "QOSGrp", "AssocGrp", "AssocMax")):
+        return PendingKind.LIMIT
+    return _KINDS.get(reason, PendingKind.OTHER)
 
 
 def pending_words(reason: str, holders: str = "") -> str:
@@ -389,7 +410,9 @@ class SlurmTarget(Target):
                     )
                 if words != said:
                     said = words
-                    ctx.waiting(f"Slurm job {job.job_id}: {words}")
+                    ctx.waiting(
+                        Pending(pending_kind(state.reason), f"Slurm job {job.job_id}: {words}")
+                    )
             time.sleep(POLL_SECONDS)
         ended = self._ended(job.job_id)
         if not running and ended is not None and ended.node not in ("", "None assigned"):
@@ -407,8 +430,9 @@ class SlurmTarget(Target):
     def started_on(self, task: Task, where: str, devices: Path) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
         price = self._price(node) if node is not None else 0.0
-        if node is not None and node.gres is not None and node.gres.count:
-            price *= task.stage.requirements.gpu_count / node.gres.count
+        if node is not None:  # Slurm shares a node: the job pays its part of the price
+            gpus = node.gres.count if node.gres is not None else 0
+            price = price_share(price, task.stage.requirements, gpus=gpus, cpus=float(node.cpus))
         held: tuple[str, ...] = ()
         for _ in range(20):  # the script writes it as its first step
             with contextlib.suppress(OSError):
@@ -488,6 +512,9 @@ class SlurmTarget(Target):
 
     def pending(self, reason: str, holders: str) -> str:
         return pending_words(reason, holders)
+
+    def pending_kind(self, reason: str) -> PendingKind:
+        return pending_kind(reason)
 
     def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
         return batch_script(

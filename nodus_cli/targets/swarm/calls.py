@@ -37,7 +37,15 @@ from nodus_cli.functions import runtime
 from nodus_cli.functions.layout import RUNTIME_IN_CONTAINER, CallFolder
 from nodus_cli.structs import field, replace, struct
 from nodus_cli.targets import calls
-from nodus_cli.targets.base import OutputStream, Started, Task, TaskContext, TaskEnd, TaskState
+from nodus_cli.targets.base import (
+    OutputStream,
+    Pending,
+    Started,
+    Task,
+    TaskContext,
+    TaskEnd,
+    TaskState,
+)
 from nodus_cli.targets.docker import engine
 from nodus_cli.targets.docker.containers import LABEL_RUN, ContainerSpec
 
@@ -260,8 +268,8 @@ class _Framed:
     def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
         self.ctx.submitted(note, job_id)
 
-    def waiting(self, message: str) -> None:
-        self.ctx.waiting(message)
+    def waiting(self, pending: Pending) -> None:
+        self.ctx.waiting(pending)
 
     def started(self, info: Started) -> None:
         self.ctx.started(info)

@@ -2,15 +2,14 @@
 
 A task is a one-off service (:mod:`.services`); Swarm reports it as the states of the
 service's newest task (``new`` ... ``pending`` ... ``running`` ... ``complete``), read
-by polling the manager: often at first (Swarm may finish a short job before a slower
-poll would first look, and one poll is a cheap call; benchmarks/README.md), then less.
-:func:`follow` tells the driver when the task started (where, on which GPUs, at which
-share of the node's price), streams its output through
-:class:`~nodus_cli.targets.follower.LogFollower` (complete once the task ended), asks for
-the explanation of a task that stays pending (at once when Swarm gives a reason, else
-after ``explain_after`` seconds; once), and turns the terminal state and exit code into
-a :class:`~nodus_cli.targets.base.TaskEnd`: the workload's own end, the infrastructure's
-(rejected, orphaned, shut down: worth a retry), or nodus's stop.
+by polling the manager in the cluster targets' follow loop
+(:func:`nodus_cli.targets.cluster.following.follow`). :func:`follow` is Swarm's side of
+it: when the task started (where, on which GPUs, at which share of the node's price),
+its output through :class:`~nodus_cli.targets.follower.LogFollower` (complete once the
+task ended), the explanation of a task that stays pending (at once when Swarm gives a
+reason, else after ``explain_after`` seconds; once), and the terminal state and exit
+code as a :class:`~nodus_cli.targets.base.TaskEnd`: the workload's own end, the
+infrastructure's (rejected, orphaned, shut down: worth a retry), or nodus's stop.
 
 The engine's failures (:class:`~nodus_cli.targets.docker.engine.EngineFailure`) pass
 through to the caller, which knows what losing the manager means for it.
@@ -24,36 +23,38 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from nodus_cli.structs import struct
-from nodus_cli.targets.base import Started, Task, TaskContext, TaskEnd, TaskState
+from nodus_cli.targets.base import (
+    OutputStream,
+    Pending,
+    Started,
+    Task,
+    TaskContext,
+    TaskEnd,
+    TaskState,
+)
+from nodus_cli.targets.cluster import following
+from nodus_cli.targets.cluster.following import Look
+from nodus_cli.targets.cluster.resources import price_share
 from nodus_cli.targets.docker.containers import memory_bytes, memory_limit
 from nodus_cli.targets.follower import LogFollower
 from nodus_cli.targets.swarm.api import GPU_KIND, INFRA_STATES, STARTED, TERMINAL, SwarmApi
-from nodus_cli.targets.swarm.placement import slots
 
 if TYPE_CHECKING:
     from nodus_cli.targets.swarm.nodes import Node
     from nodus_cli.workload import Stage
 
 __all__ = [
-    "POLL_FAST",
-    "POLL_FIRST",
-    "POLL_MAX",
     "Live",
     "ended",
     "exit_code",
     "follow",
     "latest_task",
-    "poll_interval",
     "started",
     "state_of",
     "status_of",
     "wait_for_end",
 ]
 
-#: Status polls: every POLL_FIRST seconds for the first POLL_FAST seconds (a short job may
-#: end within the first of a slower poll's waits; one poll is a cheap call), then slowing to
-#: POLL_MAX.
-POLL_FIRST, POLL_FAST, POLL_MAX = 0.02, 2.0, 0.5
 #: How often a housekeeping task's state is read while :func:`wait_for_end` waits.
 _HOUSEKEEPING_POLL = 0.05
 _STOPPED = "stopped by nodus"
@@ -83,6 +84,71 @@ def state_of(task: dict[str, Any] | None) -> str:
     return str(status_of(task).get("State", "new"))
 
 
+class _Service:
+    """One task's service as the follow loop asks about it
+    (:class:`~nodus_cli.targets.cluster.following.Job`)."""
+
+    def __init__(
+        self,
+        api: SwarmApi,
+        task: Task,
+        live: Live,
+        service_id: str,
+        node: Node | None,
+        locate: Callable[[str | None], Node | None],
+        explain: Callable[[Stage, Node | None, str | None], Pending],
+        explain_after: float,
+        emit: Callable[[OutputStream, str], None],
+    ) -> None:
+        self.api = api
+        self.task = task
+        self.live = live
+        self.service_id = service_id
+        self.node = node
+        self.locate = locate
+        self.explain = explain
+        self.explain_after = explain_after
+        self.emit = emit
+        self.explained = False
+        self.ran_on: Node | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self.live.stopping
+
+    def look(self) -> Look:
+        doc = latest_task(self.api, self.service_id) or {}
+        state = status_of(doc).get("State", "new")
+        return Look(started=state in STARTED, ended=state in TERMINAL, doc=doc)
+
+    def pending(self, look: Look, waited: float) -> Pending | None:
+        status = status_of(look.doc)
+        err = status.get("Err") or None
+        if (
+            status.get("State", "new") != "pending"
+            or self.explained
+            or (err is None and waited < self.explain_after)
+        ):
+            return None
+        self.explained = True
+        return self.explain(self.task.stage, self.node, err)
+
+    def started(self, look: Look) -> Started:
+        self.ran_on = self.locate(look.doc.get("NodeID")) or self.node
+        return started(self.task, look.doc, self.ran_on)
+
+    def output(self, look: Look) -> LogFollower:
+        return LogFollower(partial(self.api.service_logs, self.service_id), self.emit)
+
+    def ended(self, look: Look) -> TaskEnd:
+        status = status_of(look.doc)
+        state = status.get("State", "new")
+        return ended(self.task, self.live, state, status, status.get("Err") or None, self.node)
+
+    def stopped(self) -> TaskEnd:
+        return TaskEnd(TaskState.STOPPED, 137, _STOPPED)
+
+
 def follow(
     api: SwarmApi,
     task: Task,
@@ -92,7 +158,7 @@ def follow(
     node: Node | None,
     *,
     locate: Callable[[str | None], Node | None],
-    explain: Callable[[Stage, Node | None, str | None], str],
+    explain: Callable[[Stage, Node | None, str | None], Pending],
     explain_after: float,
     on_start: Callable[[Task, TaskContext, Node | None], None] | None = None,
 ) -> TaskEnd:
@@ -103,43 +169,13 @@ def follow(
     task is pending (:func:`~nodus_cli.targets.swarm.pending.explain`, on the nodes now);
     ``on_start`` is called once when it starts, with the node it runs on.
     """
-    follower: LogFollower | None = None
-    explained = False
-    running = False
-    submitted = time.monotonic()
-    try:
-        while True:
-            if live.stopping:
-                return TaskEnd(TaskState.STOPPED, 137, _STOPPED)
-            doc = latest_task(api, service_id) or {}
-            status = status_of(doc)
-            state = status.get("State", "new")
-            err = status.get("Err") or None
-            if state in STARTED and not running:
-                running = True
-                ran_on = locate(doc.get("NodeID")) or node
-                ctx.started(started(task, doc, ran_on))
-                if on_start is not None:
-                    on_start(task, ctx, ran_on)
-                follower = LogFollower(partial(api.service_logs, service_id), ctx.emit)
-                if state not in ("complete", "failed"):
-                    follower.start()
-            if state in TERMINAL:
-                if follower is not None:
-                    follower.finish(complete=True)
-                    follower = None
-                return ended(task, live, state, status, err, node)
-            if (
-                state == "pending"
-                and not explained
-                and (err is not None or time.monotonic() - submitted >= explain_after)
-            ):
-                explained = True
-                ctx.waiting(explain(task.stage, node, err))
-            time.sleep(poll_interval(time.monotonic() - submitted))
-    finally:
-        if follower is not None:  # stopped or failed while following
-            follower.finish(complete=False)
+    job = _Service(api, task, live, service_id, node, locate, explain, explain_after, ctx.emit)
+
+    def begun(look: Look) -> None:
+        if on_start is not None:
+            on_start(task, ctx, job.ran_on)
+
+    return following.follow(job, ctx, on_start=begun)
 
 
 def wait_for_end(api: SwarmApi, service_id: str, seconds: float) -> str:
@@ -158,7 +194,7 @@ def started(task: Task, doc: dict[str, Any], node: Node | None) -> Started:
     """What the driver records when the task starts: its GPUs, node, and price share.
 
     A fan-out task pays the share of its node's price that one of the tasks the node
-    holds at once pays (:func:`~nodus_cli.targets.swarm.placement.slots`)."""
+    holds at once pays (:func:`~nodus_cli.targets.cluster.resources.price_share`)."""
     # "GenericResources" at the task's top level in API 1.41, "AssignedGenericResources"
     # in later versions.
     given = doc.get("AssignedGenericResources") or doc.get("GenericResources") or []
@@ -169,11 +205,13 @@ def started(task: Task, doc: dict[str, Any], node: Node | None) -> Started:
     )
     if node is None:
         return Started(devices=assigned)
-    share = 1 if task.item is None else max(1, slots(node, task.stage.requirements))
+    price = node.price_per_hour
+    if task.item is not None:
+        price = price_share(price, task.stage.requirements, gpus=node.gpus, cpus=node.cpus)
     return Started(
         devices=assigned,
         node=node.key,
-        price_per_hour=node.price_per_hour / share,
+        price_per_hour=price,
         config=node.as_offer().as_json(),
     )
 
@@ -217,10 +255,3 @@ def exit_code(state: str, status: dict[str, Any]) -> int:
     if isinstance(code, int) and (code != 0 or state == "complete"):
         return code
     return 0 if state == "complete" else 1
-
-
-def poll_interval(elapsed: float) -> float:
-    """Seconds to the next status poll, ``elapsed`` seconds after the task was submitted."""
-    if elapsed < POLL_FAST:
-        return POLL_FIRST
-    return min(POLL_MAX, POLL_FIRST + (elapsed - POLL_FAST) * 0.05)

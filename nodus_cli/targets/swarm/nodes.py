@@ -8,14 +8,13 @@ configuration a supplier could offer.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from nodus_cli.catalog import Offer
-from nodus_cli.hardware import gpus
 from nodus_cli.structs import struct
+from nodus_cli.targets.cluster.pricing import gpu_model, models_listed, node_price, number
 from nodus_cli.targets.swarm.api import (
     GPU_KIND,
     HOLDING,
@@ -167,10 +166,10 @@ def _node(
     problems: list[str] = []
     family = None
     label_gpu = labels.get(LABEL_GPU)
+    model = gpu_model(label_gpu)
     if label_gpu:
-        found = gpus.table().lookup(label_gpu)
-        family = found.name if found else None
-        several = _models(label_gpu) if family is None else []
+        family = model.name
+        several = models_listed(label_gpu) if family is None else []
         if len(several) > 1:
             problems.append(
                 f"label {LABEL_GPU}={label_gpu} names {len(several)} GPU models "
@@ -194,10 +193,15 @@ def _node(
             f"declares {total_gpus} {GPU_KIND} generic resources but has no {LABEL_GPU} label: "
             "nodus cannot tell their model, so they are not offered; see `nodus swarm init-node`"
         )
-    gpu_memory = _float(labels.get(LABEL_GPU_MEMORY))
+    gpu_memory = number(labels.get(LABEL_GPU_MEMORY))
     if family and gpu_memory is None:
-        gpu_memory = min(gpus.table().get(family).memory_gb or (0.0,))
-    price, source = _price(labels, catalog_path)
+        gpu_memory = model.memory_gb
+    price = node_price(
+        number(labels.get(LABEL_PRICE)),
+        f"label {LABEL_PRICE}",
+        labels.get(LABEL_MACHINE),
+        catalog_path,
+    )
     cpus = (resources.get("NanoCPUs") or 0) / 1e9
     memory = (resources.get("MemoryBytes") or 0) / 1024**3
     platform = (desc.get("Platform") or {}).get("Architecture", "x86_64")
@@ -215,8 +219,8 @@ def _node(
         free_gpus=max(0, total_gpus - reserved[0]),
         free_cpus=round(max(0.0, cpus - reserved[1]), 3),
         free_memory_gb=round(max(0.0, memory - reserved[2]), 1),
-        price_per_hour=price,
-        price_source=source,
+        price_per_hour=price.per_hour,
+        price_source=price.source,
         arch="arm64" if platform in ("aarch64", "arm64") else "x86_64",
         labels=labels,
         problems=tuple(problems),
@@ -232,43 +236,6 @@ def _address(raw: dict[str, Any]) -> str:
         manager = str((raw.get("ManagerStatus") or {}).get("Addr") or "")
         addr = manager.rpartition(":")[0] if ":" in manager else manager
     return "" if addr == "0.0.0.0" else addr
-
-
-def _models(label: str) -> list[str]:
-    """The GPU models a label lists ("L4, T4", "L4/T4"), when every part is one."""
-    parts = [p for p in re.split(r"[,;/+&\s]+", label) if p]
-    found = [gpus.table().lookup(p) for p in parts]
-    if len(parts) < 2 or any(f is None for f in found):
-        return []
-    return list(dict.fromkeys(f.name for f in found if f is not None))
-
-
-def _price(labels: dict[str, str], catalog_path: str | None) -> tuple[float, str]:
-    label = _float(labels.get(LABEL_PRICE))
-    if label is not None and label >= 0:
-        return label, f"label {LABEL_PRICE}"
-    machine = labels.get(LABEL_MACHINE)
-    if machine:
-        from nodus_cli import catalog
-
-        prices = [
-            o.price_per_hour
-            for o in catalog.load(catalog_path).offers
-            if o.machine_id.lower() == machine.lower()
-        ]
-        if prices:
-            return min(prices), f"catalog price of {machine}"
-    return 0.0, "not set"
-
-
-def _float(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if value == value and value not in (float("inf"), float("-inf")) else None
 
 
 def offers(catalog_path: str | None = None) -> tuple[Offer, ...]:

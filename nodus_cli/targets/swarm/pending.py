@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from nodus_cli.targets.base import Pending, PendingKind
+from nodus_cli.targets.cluster.resources import memory_gb
 from nodus_cli.targets.swarm.api import GPU_KIND
 from nodus_cli.text import plural
 
@@ -31,7 +33,7 @@ _GIVE_UP = "Ctrl-C to give up."
 _RELEASED = f" It starts when they are released; {_GIVE_UP}"
 
 
-def explain(stage: Stage, node: Node | None, err: str | None, nodes: list[Node]) -> str:
+def explain(stage: Stage, node: Node | None, err: str | None, nodes: list[Node]) -> Pending:
     """Why ``stage``'s task, pinned to ``node`` (None: a fan-out task), is not running.
 
     ``err`` is Swarm's reason, if any; ``nodes`` the cluster's nodes now."""
@@ -43,20 +45,26 @@ def explain(stage: Stage, node: Node | None, err: str | None, nodes: list[Node])
         usable = [n for n in current.values() if n.usable]
         if req.wants_gpu:
             free = sum(n.free_gpus for n in usable if n.gpu == (req.gpu or n.gpu))
-            return (
+            return Pending(
+                PendingKind.RESOURCES,
                 f"{head}{said}: every node that can run it is busy "
                 f"({plural(free, 'matching GPU')} "
-                "free now); tasks start as others finish." + _RELEASED
+                "free now); tasks start as others finish." + _RELEASED,
             )
-        return f"{head}{said}: waiting for Swarm to place it." + _RELEASED
+        return Pending(
+            PendingKind.SCHEDULING, f"{head}{said}: waiting for Swarm to place it." + _RELEASED
+        )
     here = current.get(node.id, node)
     if node.id not in current and current:
-        return f"{head}{said}: node {node.key} has left the cluster"
+        return Pending(
+            PendingKind.NODE_UNAVAILABLE, f"{head}{said}: node {node.key} has left the cluster"
+        )
     if not here.usable:
-        return (
+        return Pending(
+            PendingKind.NODE_UNAVAILABLE,
             f"{head}{said}: node {here.key} is {here.state}"
             + (f" ({here.availability})" if here.availability != "active" else "")
-            + f"; it runs when the node is ready and active again. {_GIVE_UP}"
+            + f"; it runs when the node is ready and active again. {_GIVE_UP}",
         )
     pool = list(current.values()) or [here]
     if req.wants_gpu:
@@ -73,32 +81,39 @@ def explain(stage: Stage, node: Node | None, err: str | None, nodes: list[Node])
                 if here.gpus
                 else f"declares no {GPU_KIND} generic resources"
             )
-            return (
+            return Pending(
+                PendingKind.OTHER,
                 f"{head}{said}: it reserves {req.gpu_count} {GPU_KIND} and node {here.key} "
                 f"{declared} (dockerd's node-generic-resources); it cannot start there "
-                f"until the node declares its GPUs (`nodus swarm init-node`). {_GIVE_UP}"
+                f"until the node declares its GPUs (`nodus swarm init-node`). {_GIVE_UP}",
             )
         if here.free_gpus < req.gpu_count:
             best = max(matching, key=lambda n: (n.free_gpus, n.gpus), default=here)
-            return (
+            return Pending(
+                PendingKind.RESOURCES,
                 f"{head}{said}: it needs {req.gpu_count} free {here.gpu} "
                 f"{'GPU' if req.gpu_count == 1 else 'GPUs'} and no "
                 f"node has them now; the largest matching capacity is {best.free_gpus} free "
-                f"of {best.gpus} on {best.key} (the rest are reserved by other tasks)." + _RELEASED
+                f"of {best.gpus} on {best.key} (the rest are reserved by other tasks)." + _RELEASED,
             )
     if here.free_cpus < req.cpu:
         best = max(pool, key=lambda n: n.free_cpus)
-        return (
+        return Pending(
+            PendingKind.RESOURCES,
             f"{head}{said}: it reserves {req.cpu:g} CPUs and {here.key} has "
             f"{here.free_cpus:g} free now; the largest free is {best.free_cpus:g} on "
-            f"{best.key}." + _RELEASED
+            f"{best.key}." + _RELEASED,
         )
-    memory = req.memory_gb or 2 * req.cpu
+    memory = memory_gb(req.cpu, req.memory_gb)
     if here.free_memory_gb < memory:
         best = max(pool, key=lambda n: n.free_memory_gb)
-        return (
+        return Pending(
+            PendingKind.RESOURCES,
             f"{head}{said}: it reserves {memory:g} GB of memory and {here.key} has "
             f"{here.free_memory_gb:g} GB free now; the largest free is "
-            f"{best.free_memory_gb:g} GB on {best.key}." + _RELEASED
+            f"{best.free_memory_gb:g} GB on {best.key}." + _RELEASED,
         )
-    return f"{head}{said}: waiting for Swarm to place it on {here.key}. {_GIVE_UP}"
+    return Pending(
+        PendingKind.SCHEDULING,
+        f"{head}{said}: waiting for Swarm to place it on {here.key}. {_GIVE_UP}",
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nodus_cli.errors import NotRunnable
+from nodus_cli.targets.cluster.resources import tasks_per_node
 from nodus_cli.targets.swarm.api import LABEL_GPU, LABEL_GPU_MEMORY
 from nodus_cli.targets.swarm.nodes import Node
 
@@ -76,12 +77,11 @@ def stage_node(plan: Plan, nodes: list[Node], stage: Stage) -> Node:
 
 
 def slots(node: Node, req: Requirements) -> int:
-    """How many tasks of these requirements ``node`` holds at once (its GPUs, else CPUs).
+    """How many tasks of these requirements ``node`` holds at once (its GPUs, else CPUs:
+    :func:`~nodus_cli.targets.cluster.resources.tasks_per_node`).
 
     0 for a GPU task that needs more GPUs than the node declares."""
-    if req.wants_gpu:
-        return node.gpus // max(1, req.gpu_count)
-    return max(1, int(node.cpus // req.cpu)) if req.cpu else 1
+    return tasks_per_node(req, gpus=node.gpus, cpus=node.cpus)
 
 
 def capacity(nodes: list[Node], stage: Stage, plan: StagePlan) -> int:

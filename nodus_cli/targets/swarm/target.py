@@ -39,6 +39,7 @@ from nodus_cli.planning.ranking import Candidate, RuntimeLookup
 from nodus_cli.targets.base import (
     Cleanup,
     NodeInfo,
+    Pending,
     Preparation,
     Target,
     TargetFailure,
@@ -264,7 +265,7 @@ class SwarmTarget(Target):
         for port in task.stage.ports:
             ctx.say(f"{label}: {notes.reachable(port, self._usable(), node)}")
 
-    def explain_pending(self, stage: Stage, node: Node | None, err: str | None) -> str:
+    def explain_pending(self, stage: Stage, node: Node | None, err: str | None) -> Pending:
         """Say which requirement no node meets now, and the largest matching capacity."""
         try:
             current = list_nodes(self.api)

@@ -16,12 +16,13 @@ import pytest
 from nodus_cli import config
 from nodus_cli.errors import NodusError
 from nodus_cli.hardware import gpus
-from nodus_cli.targets.base import Item, Started, Task, TaskEnd, TaskState
+from nodus_cli.targets.base import Item, Pending, PendingKind, Started, Task, TaskEnd, TaskState
 from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import KubernetesFailure, failure
 from nodus_cli.targets.kubernetes.follow import (
     Following,
     follow,
+    pending_kind,
     pending_reason,
     pod_end,
     pull_problem,
@@ -398,8 +399,8 @@ class _Context:
     def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
         pass
 
-    def waiting(self, message: str) -> None:
-        self.said.append(f"waiting: {message}")
+    def waiting(self, pending: Pending) -> None:
+        self.said.append(f"waiting: {pending.words}")
 
     def started(self, info: Started) -> None:
         self.said.append(f"started on {info.node}")
@@ -481,3 +482,12 @@ def test_a_runs_priority_picks_its_priority_class(
     assert "kubernetes.priority_classes.urgent must be a whole number from 0 to 100" in str(
         caught.value.message
     )
+
+
+def test_the_schedulers_reasons_by_kind() -> None:
+    said = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes..."
+    assert pending_kind(said) == PendingKind.RESOURCES
+    affinity = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    assert pending_kind(affinity) == PendingKind.NODE_UNAVAILABLE
+    assert pending_kind(None) == PendingKind.SCHEDULING
+    assert pending_kind("something new") == PendingKind.OTHER

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from nodus_cli.targets.base import TaskState
+from nodus_cli.targets.base import PendingKind, TaskState
 from nodus_cli.targets.slurm import parse
-from nodus_cli.targets.slurm.target import pending_words, task_end
+from nodus_cli.targets.slurm.target import pending_kind, pending_words, task_end
 
 SCONTROL = (
     "NodeName=gpu-a Arch=x86_64 CoresPerSocket=1  CPUAlloc=1 CPUEfctv=2 CPUTot=2 CPULoad=1.85 "
@@ -106,3 +106,14 @@ def test_pending_reasons_in_words() -> None:
     assert "limit of its QOS" in pending_words("QOSMaxGRESPerUser")
     assert "limit of its account" in pending_words("AssocGrpGRES")
     assert "drained or down" in pending_words("ReqNodeNotAvail")
+
+
+def test_pending_reasons_by_kind() -> None:
+    assert pending_kind("Resources") == PendingKind.RESOURCES
+    assert pending_kind("Priority") == PendingKind.PRIORITY
+    assert pending_kind("QOSMaxGRESPerUser") == PendingKind.LIMIT
+    assert pending_kind("AssocGrpGRES") == PendingKind.LIMIT
+    assert pending_kind("ReqNodeNotAvail") == PendingKind.NODE_UNAVAILABLE
+    assert pending_kind("JobHeldUser") == PendingKind.HELD
+    assert pending_kind("None") == PendingKind.SCHEDULING
+    assert pending_kind("Dependency") == PendingKind.OTHER

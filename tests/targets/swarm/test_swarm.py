@@ -359,7 +359,7 @@ def explain(api: FakeApi, node_id: str, count: int, err: str | None = None) -> s
     stage = Stage("train", IMAGE, None, {}, Requirements(gpu="H100", gpu_count=count, cpu=1))
     node = next(n for n in swarm.list_nodes(api) if n.id == node_id)  # type: ignore[arg-type]
     target = _target(api, Path(tempfile.mkdtemp()))
-    return target.explain_pending(stage, node, err)
+    return target.explain_pending(stage, node, err).words
 
 
 def test_pending_diagnosis_names_the_largest_matching_capacity() -> None:
@@ -649,7 +649,7 @@ def pending(api: FakeApi, node_id: str | None, req: Requirements, err: str | Non
     if node_id and node is None:
         node = _node(id=node_id, hostname="gone")
     target = _target(api, Path(tempfile.mkdtemp()))
-    return target.explain_pending(stage, node, err)
+    return target.explain_pending(stage, node, err).words
 
 
 HEAD = "stage train: submitted, none running"
@@ -688,6 +688,31 @@ def test_pending_explanations_word_for_word() -> None:
     assert pending(api, "a", h100) == (
         f"{HEAD}: waiting for Swarm to place it on gpu-a. Ctrl-C to give up."
     )
+
+
+def test_pending_explanations_say_their_kind() -> None:
+    import tempfile
+
+    from nodus_cli.targets.base import PendingKind
+
+    nodes = [raw_node("a", "gpu-a", "H100", 8), raw_node("b", "gpu-b", "H100", 4)]
+    api = FakeApi(nodes, [gpu_task("a", 7), gpu_task("b", 2), reserving("a", 6, 40)])
+    target = _target(api, Path(tempfile.mkdtemp()))
+    listed = {n.id: n for n in swarm.list_nodes(api)}  # type: ignore[arg-type]
+
+    def kind(node_id: str | None, req: Requirements) -> PendingKind:
+        stage = Stage("train", IMAGE, None, {}, req)
+        node = listed.get(node_id) if node_id else None
+        if node_id and node is None:
+            node = _node(id=node_id, hostname="gone")
+        return target.explain_pending(stage, node, None).kind
+
+    two = Requirements(gpu="H100", gpu_count=2, cpu=1)
+    assert kind("a", two) == PendingKind.RESOURCES
+    assert kind("a", Requirements(cpu=4)) == PendingKind.RESOURCES
+    assert kind(None, Requirements(gpu="H100", gpu_count=1, cpu=1)) == PendingKind.RESOURCES
+    assert kind("zz", two) == PendingKind.NODE_UNAVAILABLE
+    assert kind("a", Requirements(gpu="H100", gpu_count=1, cpu=1)) == PendingKind.SCHEDULING
 
 
 def test_pending_on_a_node_that_is_down_or_drained() -> None:

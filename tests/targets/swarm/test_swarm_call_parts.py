@@ -15,7 +15,7 @@ import pytest
 from nodus_cli.errors import InvalidInput
 from nodus_cli.functions import runtime
 from nodus_cli.functions.layout import CallFolder
-from nodus_cli.targets.base import Started
+from nodus_cli.targets.base import Pending, Started
 from nodus_cli.targets.swarm import calls
 from nodus_cli.workload import FunctionCall, MapSpec, Requirements, Stage, Workload
 
@@ -37,7 +37,7 @@ class Recorder:
 
     def submitted(self, note: str | None = None, job_id: str | None = None) -> None: ...
 
-    def waiting(self, message: str) -> None: ...
+    def waiting(self, pending: Pending) -> None: ...
 
     def started(self, info: Started) -> None: ...
 
