@@ -77,7 +77,7 @@ from nodus_cli.run.signals import (
     restore_signal_handlers,
 )
 from nodus_cli.run.sink import NullSink, Output, Sink
-from nodus_cli.run.stage import StageEnd, StageRun
+from nodus_cli.run.stage import StageEnd, StageRun, listed
 from nodus_cli.structs import replace, struct
 from nodus_cli.targets.base import (
     Item,
@@ -547,7 +547,7 @@ class Runner:
             rec.status = StageStatus.FAILED
             first = failed[0]
             code = ends[first].exit_code or 1
-            shown = _listed(failed)
+            shown = listed(failed)
             message = (
                 f"stage {stage.name!r}: {len(failed)} of {total} items failed (items {shown}; "
                 f"item {first} exited with {code})"
@@ -569,27 +569,9 @@ class Runner:
         return StageEnd(rec.status, code, message)
 
     def _say_usage(self, state: StageRun) -> None:
-        """A fan-out stage's GPU use in one line: a request is not proof of use."""
-        ends = state.ends
-        sampled = [e.gpu_use for e in ends.values() if e.gpu_use and e.gpu_use.available]
-        if not sampled:
-            return
-        stopped = TaskState.STOPPED  # stopped by nodus: no time to use them
-        idle = [
-            i
-            for i, e in sorted(ends.items())
-            if e.gpu_use and e.gpu_use.idle and e.state != stopped
-        ]
-        if idle:
-            shown = _listed(idle)
-            self.say(
-                f"warning: stage {state.stage.name}: {len(idle)} of {len(sampled)} items left "
-                f"their GPU idle (items {shown}): a request is not proof of use; check that the "
-                "program sees it (CUDA_VISIBLE_DEVICES, the framework's device)",
-                state.stage.name,
-            )
-        else:
-            self.say(f"stage {state.stage.name}: every item used its GPU", state.stage.name)
+        said = state.gpu_use_words()
+        if said is not None:
+            self.say(said, state.stage.name)
 
     # -- budget, limits, stops -------------------------------------------------------
 
@@ -694,8 +676,3 @@ def _label(task: Task) -> str:
 
 def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _listed(indexes: list[int], most: int = 10) -> str:
-    """Item numbers for a message: the first ``most``, then "..." when there are more."""
-    return ", ".join(str(i) for i in indexes[:most]) + (", ..." if len(indexes) > most else "")

@@ -20,10 +20,10 @@ from nodus_cli.records import StageRecord, StageStatus, TaskRecord, now_iso
 from nodus_cli.run.recorder import Recorder
 from nodus_cli.run.sink import Progress
 from nodus_cli.structs import struct
-from nodus_cli.targets.base import Started, Task, TaskEnd
+from nodus_cli.targets.base import Started, Task, TaskEnd, TaskState
 from nodus_cli.workload import Stage
 
-__all__ = ["StageEnd", "StageRun"]
+__all__ = ["StageEnd", "StageRun", "listed"]
 
 
 @struct(frozen=True)
@@ -188,5 +188,30 @@ class StageRun:
             cost,
         )
 
+    def gpu_use_words(self) -> str | None:
+        """A fan-out stage's GPU use in one line (None: nothing was sampled): a request is
+        not proof of use."""
+        sampled = [e.gpu_use for e in self.ends.values() if e.gpu_use and e.gpu_use.available]
+        if not sampled:
+            return None
+        stopped = TaskState.STOPPED  # stopped by nodus: no time to use them
+        idle = [
+            i
+            for i, e in sorted(self.ends.items())
+            if e.gpu_use and e.gpu_use.idle and e.state != stopped
+        ]
+        if not idle:
+            return f"stage {self.stage.name}: every item used its GPU"
+        return (
+            f"warning: stage {self.stage.name}: {len(idle)} of {len(sampled)} items left "
+            f"their GPU idle (items {listed(idle)}): a request is not proof of use; check that "
+            "the program sees it (CUDA_VISIBLE_DEVICES, the framework's device)"
+        )
+
     def _changed(self, index: int) -> None:
         self.records.task(self.index, self.tasks[index])
+
+
+def listed(indexes: list[int], most: int = 10) -> str:
+    """Item numbers for a message: the first ``most``, then "..." when there are more."""
+    return ", ".join(str(i) for i in indexes[:most]) + (", ..." if len(indexes) > most else "")
