@@ -327,19 +327,28 @@ class LocalTarget(Target):
             self.detach(task)
             return ended.end
         try:
-            if not spec.gpu_uuids:
-                return self._run_container(task, ctx, cid, spec, since)
-            from nodus_cli.targets.local.gpu_usage import Sampler
-
-            with Sampler(spec.gpu_uuids) as sampler:
-                end = self._run_container(task, ctx, cid, spec, since)
-            report = sampler.report()
-            if task.item is None:  # a fan-out stage's driver sums its tasks' use up
-                self._report_usage(task, ctx, report, stopped=end.state == TaskState.STOPPED)
-            return TaskEnd(end.state, end.exit_code, end.message, gpu_use=report)
+            return self.measured(
+                task, ctx, spec.gpu_uuids, partial(self._run_container, task, ctx, cid, spec, since)
+            )
         finally:
             self.detach(task)
             self.remove_later(cid)
+
+    def measured(
+        self, task: Task, ctx: TaskContext, uuids: tuple[str, ...], body: Callable[[], TaskEnd]
+    ) -> TaskEnd:
+        """``body()``, the task running on the GPUs ``uuids``, with their use sampled
+        meanwhile: what it did with them is said (a single task) and comes with its end."""
+        if not uuids:
+            return body()
+        from nodus_cli.targets.local.gpu_usage import Sampler
+
+        with Sampler(uuids) as sampler:
+            end = body()
+        report = sampler.report()
+        if task.item is None:  # a fan-out stage's driver sums its tasks' use up
+            self._report_usage(task, ctx, report, stopped=end.state == TaskState.STOPPED)
+        return TaskEnd(end.state, end.exit_code, end.message, gpu_use=report)
 
     def remove_later(self, cid: str) -> None:
         """Remove an ended container without holding up the next task (as ``docker run
@@ -418,6 +427,12 @@ class LocalTarget(Target):
         req = stage.requirements
         if not req.wants_gpu:
             return max(1, int(machine.cpu_count() // req.cpu)) if req.cpu else 1
+        return self.gpu_slots(stage)
+
+    def gpu_slots(self, stage: Stage) -> int:
+        """How many tasks of ``stage`` (which wants GPUs) this machine's GPUs of its planned
+        model hold at once: whole GPUs by its count, shared ones by its memory."""
+        req = stage.requirements
         matching = self._matching(stage)
         if req.share_gpu and req.peak_memory_gb:
             return max(1, sum(int(g.nominal_memory_gb // req.peak_memory_gb) for g in matching))
