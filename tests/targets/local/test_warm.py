@@ -3,7 +3,7 @@
 of its kind runs in the same container; other requirements get another worker;
 ``keep_warm=0`` a container each; an idle worker ends after ``keep_warm`` and when the
 Client closes; each call keeps its own record, log and exit code; a worker killed from
-outside fails only its current call; a warm worker never holds a GPU between calls."""
+outside fails only its current call. Calls with GPUs: test_warm_gpus.py."""
 
 from __future__ import annotations
 
@@ -149,22 +149,6 @@ def test_stopping_a_call_on_a_warm_worker_cancels_only_it(client: Client) -> Non
         call.result(timeout=60)
     assert client.get(call.id).result().status == RunStatus.CANCELLED
     assert client.run(fn=where, args=(1,), image=PY_IMAGE).result(timeout=120)[0] == 1
-
-
-def test_a_gpu_call_leaves_no_worker_holding_its_gpu(
-    client: Client, docker_client: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("NODUS_FAKE_GPUS", "l4x1")
-    first = client.run(fn=where, args=(1,), image=PY_IMAGE, gpu="L4").result(timeout=120)
-    # Nobody holds the GPU now: a run of another NODUS_HOME that must not wait gets it.
-    other = Client(home=client.home_folder.parent / "other-home")
-    try:
-        value = other.run(fn=where, args=(2,), image=PY_IMAGE, gpu="L4", queue=False)
-        second = value.result(timeout=120)
-    finally:
-        other.close()
-    assert second[1] != first[1]
-    assert warm_containers(docker_client, client.home_folder) == []
 
 
 def test_a_killed_callers_idle_worker_goes_with_it(
