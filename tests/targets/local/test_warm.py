@@ -36,6 +36,23 @@ def sleeper(seconds: float) -> str:
     return "slept"
 
 
+def uptime() -> float:
+    """The clock every container shares (the host's kernel)."""
+    with open("/proc/uptime") as handle:
+        return float(handle.read().split()[0])
+
+
+def first_step(seconds: float) -> tuple[str, float]:
+    """Sleep, then say where it ran and when it ended."""
+    time.sleep(seconds)
+    return os.uname()[1], uptime()
+
+
+def next_step(previous: tuple[str, float]) -> tuple[str, float]:
+    """Say where it ran and when it started."""
+    return os.uname()[1], uptime()
+
+
 def warm_containers(docker_client: Any, home: Path) -> list[Any]:
     return docker_client.containers.list(
         all=True, filters={"label": ["nodus.warm", f"nodus.home={home}"]}
@@ -74,6 +91,17 @@ def test_other_requirements_get_another_worker(client: Client) -> None:
     c = client.run(fn=where, args=(3,), image=PY_IMAGE, cpu=0.5).result(timeout=120)
     assert a[1] != b[1]
     assert a[1] == c[1]
+
+
+def test_a_pipelines_steps_start_as_soon_as_their_input_is_ready(client: Client) -> None:
+    firsts = [client.run(fn=first_step, args=(s,), image=PY_IMAGE, cpu=0.5) for s in (0, 5)]
+    seconds = [client.run(fn=next_step, args=(f,), image=PY_IMAGE, cpu=0.5) for f in firsts]
+    (fast_host, fast_end), (slow_host, slow_end) = (f.result(timeout=120) for f in firsts)
+    (host, started), (last_host, _) = (s.result(timeout=120) for s in seconds)
+    # the fast item's next step began once its input was there, not after the slow item
+    assert fast_end <= started < slow_end
+    # every step on the two warm workers the first steps started
+    assert fast_host != slow_host and {host, last_host} <= {fast_host, slow_host}
 
 
 def test_keep_warm_zero_makes_a_container_per_call(client: Client, docker_client: Any) -> None:
