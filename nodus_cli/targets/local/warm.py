@@ -44,6 +44,8 @@ it (``stage main: on warm worker warm-PID-N``).
   when the process exits. A caller killed hard closes the FIFOs: its idle workers read the
   end of their requests and exit, and the engine removes them (auto-remove); one busy with
   a call of a killed caller is removed by the reconcile of that call's run (:func:`sweep`).
+  One that holds GPUs is anyone's to remove once its caller is gone, as a task's
+  container is (:mod:`.queue`: its owner label).
 - **A worker that dies** fails only its current call (out of memory with the limit named,
   killed, exited N), and the next call of its kind starts a new one.
 
