@@ -2,8 +2,9 @@
 """Warm workers of single calls that want GPUs (issue 32), on the real engine and the
 stand-in GPUs: two calls of a kind share a worker and both records name its GPU; a GPU
 call and a CPU call never share one; ``keep_warm=0`` gives a container each; a queued run
-of another ``NODUS_HOME`` gets the GPU an idle worker holds; a busy worker finishes its
-call before it hands the GPU over; a worker killed from outside fails only its call.
+of another ``NODUS_HOME`` gets the GPU an idle worker holds, and so does a map of the same
+client; a busy worker finishes its call before it hands the GPU over; a worker killed from
+outside fails only its call.
 
 Times are read inside the containers from /proc/uptime: every container shares the
 host's kernel, so these are one clock for all of them.
@@ -160,3 +161,14 @@ def test_a_gpu_worker_killed_from_outside_fails_only_its_call(
     assert client.get(call.id).result().stages[0].gpus == [L4]
     after = client.run(fn=where, image=PY_IMAGE, gpu="L4").result(timeout=120)
     assert after[1] == L4 and after[0] != before[0]
+
+
+def test_a_map_of_the_same_client_gets_the_gpu_its_idle_worker_holds(
+    client: Client, docker_client: Any, one_l4: None
+) -> None:
+    single = client.run(fn=where, image=PY_IMAGE, gpu="L4", keep_warm=600).result(timeout=120)
+    calls = client.map(range(2), fn=nap, image=PY_IMAGE, gpu="L4")  # its workers queue
+    done = [r.value for r in calls.results(timeout=120)]
+    hosts = {host for host, _ in done}
+    assert len(hosts) == 1 and single[0] not in hosts  # the map's worker, on the one L4
+    assert warm_containers(docker_client, client.home_folder) == []
