@@ -79,8 +79,9 @@ def stamp(output: str) -> float:
 
 
 def test_two_gpu_calls_of_a_kind_share_a_worker_and_both_records_name_the_gpu(
-    client: Client, docker_client: Any, one_l4: None
+    client: Client, docker_client: Any, one_l4: None, tmp_path: Path
 ) -> None:
+    (tmp_path / "config.toml").write_text("[local]\nprice_per_hour = 36000\n")
     first = client.run(fn=where, image=PY_IMAGE, gpu="L4")
     assert first.result(timeout=120) == (first.result()[0], L4)
     second = client.run(fn=where, image=PY_IMAGE, gpu="L4")
@@ -92,6 +93,7 @@ def test_two_gpu_calls_of_a_kind_share_a_worker_and_both_records_name_the_gpu(
         assert record.status == RunStatus.SUCCEEDED
         (stage,) = record.stages
         assert stage.gpus == [L4]
+        assert stage.cost > 0 and record.cost == stage.cost  # its own time at the price
         # its GPU's use sampled while the call ran, as on a container of its own
         assert client.get(call.id).record().stages[0].gpu_report is not None
     said = [line.text for line in client.logs(second.id).lines]
@@ -127,9 +129,15 @@ def test_a_queued_run_of_another_home_gets_the_gpu_an_idle_worker_holds(
 ) -> None:
     before = client.run(fn=where, image=PY_IMAGE, gpu="L4", keep_warm=600).result(timeout=120)
     assert len(warm_containers(docker_client, client.home_folder)) == 1  # idle, holding the L4
-    done = nodus_env.run("run", other_home_run(nodus_env), gpus="l4x1", timeout=90)
+    work = other_home_run(nodus_env)
+    # A run that may not wait is no waiter: the worker keeps the GPU, and is named.
+    refused = nodus_env.run("run", "--no-wait", work, gpus="l4x1", timeout=90)
+    assert refused.returncode == 3, refused.stderr
+    assert "needs 1× L4; held by warm worker nodus-warm-" in refused.stderr
+    assert "a warm worker gives its GPUs back as soon as a run waits for them" in refused.stderr
+    assert len(warm_containers(docker_client, client.home_folder)) == 1
+    done = nodus_env.run("run", work, gpus="l4x1", timeout=90)
     assert done.returncode == 0, done.stderr
-    assert "queued, 1st in line for 1× L4 (held by warm worker nodus-warm-" in done.stderr
     assert warm_containers(docker_client, client.home_folder) == []  # it gave the GPU back
     after = client.run(fn=where, image=PY_IMAGE, gpu="L4").result(timeout=120)
     assert after[1] == L4 and after[0] != before[0]  # a new worker, the GPU claimed again
