@@ -89,6 +89,9 @@ _ROOT_IMAGES_FOR = 5.0
 #: (benchmarks/README.md, functions.py). A list with no GPU is never kept: its reason
 #: (``smi.last_probe_note``) is the last probe's.
 _GPUS: dict[int, tuple[float, list[smi.LocalGpu]]] = {}
+#: One question to the driver at a time: the runs of a burst that find the list too old
+#: wait for one answer instead of each asking.
+_GPUS_ASKING = threading.Lock()
 
 
 class LocalTarget(Target):
@@ -674,14 +677,15 @@ class LocalTarget(Target):
 def _driver_gpus() -> list[smi.LocalGpu]:
     """This machine's GPUs (:data:`_GPUS`: the driver asked again after a few seconds)."""
     key = hash(tuple(sorted(os.environ.items())))
-    known = _GPUS.get(key)
-    if known is not None and time.monotonic() - known[0] < _ROOT_IMAGES_FOR:
-        return list(known[1])
-    found = smi.query_gpus()
-    if found:
-        _GPUS.clear()  # one environment at a time, in practice
-        _GPUS[key] = (time.monotonic(), found)
-    return list(found)
+    with _GPUS_ASKING:
+        known = _GPUS.get(key)
+        if known is not None and time.monotonic() - known[0] < _ROOT_IMAGES_FOR:
+            return list(known[1])
+        found = smi.query_gpus()
+        if found:
+            _GPUS.clear()  # one environment at a time, in practice
+            _GPUS[key] = (time.monotonic(), found)
+        return list(found)
 
 
 def _gpus(uuids: list[str]) -> str:
