@@ -83,15 +83,6 @@ ENGINE_RETURN_SECONDS = 60.0
 #: trusted for this many seconds (as a pinged engine is).
 _ROOT_IMAGES: dict[tuple[str, str], tuple[float, bool]] = {}
 _ROOT_IMAGES_FOR = 5.0
-#: This machine's GPUs as the driver listed them, by the environment nvidia-smi ran in,
-#: and when (monotonic): trusted for as long as an image's user. A burst of GPU calls is
-#: as many runs, each with a target of its own, and each ``nvidia-smi`` a process
-#: (benchmarks/README.md, functions.py). A list with no GPU is never kept: its reason
-#: (``smi.last_probe_note``) is the last probe's.
-_GPUS: dict[int, tuple[float, list[smi.LocalGpu]]] = {}
-#: One question to the driver at a time: the runs of a burst that find the list too old
-#: wait for one answer instead of each asking.
-_GPUS_ASKING = threading.Lock()
 
 
 class LocalTarget(Target):
@@ -135,7 +126,7 @@ class LocalTarget(Target):
             if workload is None:  # to look at them (nodes, who holds what): as they are now
                 self._gpus = smi.query_gpus()
             else:  # to plan and run a workload: what a run a moment ago found will do
-                self._gpus = _driver_gpus() if workload.wants_gpu else []
+                self._gpus = machine.recent_gpus() if workload.wants_gpu else []
         return self._gpus
 
     def offers(self, workload: Workload) -> tuple[Offer, ...]:
@@ -672,20 +663,6 @@ class LocalTarget(Target):
     def close(self) -> None:
         self._claims.close()
         self._engine = None
-
-
-def _driver_gpus() -> list[smi.LocalGpu]:
-    """This machine's GPUs (:data:`_GPUS`: the driver asked again after a few seconds)."""
-    key = hash(tuple(sorted(os.environ.items())))
-    with _GPUS_ASKING:
-        known = _GPUS.get(key)
-        if known is not None and time.monotonic() - known[0] < _ROOT_IMAGES_FOR:
-            return list(known[1])
-        found = smi.query_gpus()
-        if found:
-            _GPUS.clear()  # one environment at a time, in practice
-            _GPUS[key] = (time.monotonic(), found)
-        return list(found)
 
 
 def _gpus(uuids: list[str]) -> str:
