@@ -18,6 +18,8 @@
 5. Consecutive single calls: in a new ``Client`` (no warm worker yet), the round trip of a
    call, then of a second call of the same kind (on the first's warm worker). Goal: the
    second at most 0.25x the first (medians).
+6. and 7. (``burst-gpu``, ``second-gpu``): 4 and 5 again with calls that want one of the 4
+   stand-in H100 each (``cpu=0.25``), on warm workers that hold their GPU (issue 32).
 
 Round trips (2) are of ``keep_warm=0`` calls: a container each, as it compares with one.
 
@@ -68,6 +70,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 from _timing import REPO, alternate
 
@@ -200,11 +203,19 @@ def round_trip(rounds: int) -> float:
     return ratio
 
 
-def burst(items: int, rounds: int) -> float:
+#: The requirements of the burst's and the consecutive calls: without a GPU, or one of the
+#: four stand-in H100 each (as the map's workers of the first measure).
+NEEDS: dict[str, dict[str, Any]] = {
+    "cpu": {"requirements": {"cpu": 0.5, "memory_gb": 0.25}},
+    "gpu": {"gpu": "H100", "requirements": {"cpu": 0.25, "memory_gb": 0.25}},
+}
+
+
+def burst(items: int, rounds: int, kind: str = "cpu") -> float:
     """Single calls submitted in a burst against a map of the same items."""
     from nodus_cli import Client
 
-    needs = {"requirements": {"cpu": 0.5, "memory_gb": 0.25}}
+    needs = NEEDS[kind]
     with Client() as client:
         client.run(fn=double, args=(1,), image=IMAGE, **needs).result()  # warm-up
 
@@ -223,7 +234,10 @@ def burst(items: int, rounds: int) -> float:
         ours, theirs = alternate(rounds, singles, mapped)
     mine, base = statistics.median(ours), statistics.median(theirs)
     ratio = base / mine
-    print(f"burst of {items} single calls against a map of them, {rounds} alternating rounds:")
+    print(
+        f"burst of {items} single calls ({kind}) against a map of them, "
+        f"{rounds} alternating rounds:"
+    )
     print(f"  single calls {mine:6.2f} s  {items / mine:7.1f} calls/s (median)")
     print(f"  client.map   {base:6.2f} s  {items / base:7.1f} calls/s (median)")
     verdict = "meets" if ratio >= BURST_GOAL else "misses"
@@ -231,7 +245,7 @@ def burst(items: int, rounds: int) -> float:
     return ratio
 
 
-def consecutive(rounds: int) -> float:
+def consecutive(rounds: int, kind: str = "cpu") -> float:
     """The second of two single calls of a kind against the first, each round in a new
     Client (its workers end with it)."""
     from nodus_cli import Client
@@ -242,13 +256,13 @@ def consecutive(rounds: int) -> float:
             times = []
             for _ in range(2):
                 t0 = time.perf_counter()
-                assert client.run(fn=body, image=IMAGE).result() == 499500
+                assert client.run(fn=body, image=IMAGE, **NEEDS[kind]).result() == 499500
                 times.append(time.perf_counter() - t0)
         firsts.append(times[0])
         seconds.append(times[1])
     first, second = statistics.median(firsts), statistics.median(seconds)
     ratio = second / first
-    print(f"two consecutive single calls, {rounds} rounds (a new Client each):")
+    print(f"two consecutive single calls ({kind}), {rounds} rounds (a new Client each):")
     for name, value, runs in (("first ", first, firsts), ("second", second, seconds)):
         shown = " ".join(f"{v * 1e3:.0f}" for v in runs)
         print(f"  {name} median {value * 1e3:6.1f} ms (runs: {shown})")
@@ -298,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=200)
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument(
-        "--only", choices=("map", "trip", "memory", "burst", "second"), action="append"
+        "--only",
+        choices=("map", "trip", "memory", "burst", "second", "burst-gpu", "second-gpu"),
+        action="append",
     )
     opts = parser.parse_args(argv)
     byte_compiled_image()
@@ -307,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["NODUS_CONFIG"] = str(Path(tmp) / "config.toml")
         os.environ["NODUS_FAKE_GPUS"] = str(four_gpus(Path(tmp)))
         os.environ["PATH"] = f"{REPO / 'tests' / 'fakes' / 'bin'}{os.pathsep}{os.environ['PATH']}"
-        only = set(opts.only or ("map", "trip", "memory", "burst", "second"))
+        every = ("map", "trip", "memory", "burst", "second", "burst-gpu", "second-gpu")
+        only = set(opts.only or every)
         ok = True
         if "map" in only:
             ok = map_throughput(opts.items) >= MAP_GOAL and ok
@@ -317,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
             ok = burst(opts.burst, 3) >= BURST_GOAL and ok
         if "second" in only:
             ok = consecutive(opts.rounds) <= SECOND_GOAL and ok
+        if "burst-gpu" in only:
+            ok = burst(opts.burst, 3, "gpu") >= BURST_GOAL and ok
+        if "second-gpu" in only:
+            ok = consecutive(opts.rounds, "gpu") <= SECOND_GOAL and ok
         if not opts.skip_memory and "memory" in only:
             result, argument = peak("result"), peak("argument")
             verdict = "meets" if result <= MEMORY_GOAL else "misses"

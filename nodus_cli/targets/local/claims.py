@@ -142,17 +142,18 @@ class Claims:
         """``--no-wait``: the GPUs a stage needs are held (or others wait for them first)."""
         ahead = picture.ahead_for(request, self.priority)
         waits = f"; {plural(len(ahead), 'task')} of other runs wait for them first" if ahead else ""
-        others = [
-            h for h in picture.holders_of(request.candidates) if h.home and h.home != self.home
-        ]
+        holders = picture.holders_of(request.candidates)
+        others = [h for h in holders if h.run and h.home and h.home != self.home]
         stop = "`nodus stop RUN_ID`"
         if others:
             stop = f"`NODUS_HOME={others[0].home} nodus stop {others[0].run}`"
+        hint = "run without --no-wait to wait for them (queued)"
+        if any(h.run is None and h.home for h in holders):
+            hint += ": a warm worker gives its GPUs back as soon as a run waits for them"
         return NotRunnable(
             f"stage {stage!r} needs {self.wants(model, request)}; "
             f"{self.holding(request, picture)}{waits}",
-            hint=f"run without --no-wait to wait for them (queued), or stop the run that "
-            f"holds them with {stop}",
+            hint=f"{hint}; or stop the run that holds them with {stop}",
         )
 
     def held_note(

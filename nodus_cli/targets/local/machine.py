@@ -8,12 +8,40 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import threading
+import time
 
 from nodus_cli import config
 from nodus_cli.catalog import Offer
 from nodus_cli.hardware.smi import LocalGpu, query_gpus
 
-__all__ = ["cpu_count", "disk_gb", "memory_gb", "offers"]
+__all__ = ["cpu_count", "disk_gb", "memory_gb", "offers", "recent_gpus"]
+
+#: This machine's GPUs as the driver listed them, by the environment nvidia-smi ran in,
+#: and when (monotonic), trusted for :data:`_GPUS_FOR` seconds: a burst of GPU calls is as
+#: many runs, each with a target of its own, and each ``nvidia-smi`` a process
+#: (benchmarks/README.md, functions.py). A list with no GPU is never kept: its reason
+#: (``smi.last_probe_note``) is the last probe's.
+_GPUS: dict[int, tuple[float, list[LocalGpu]]] = {}
+_GPUS_FOR = 5.0
+#: One question to the driver at a time: the runs of a burst that find the list too old
+#: wait for one answer instead of each asking.
+_GPUS_ASKING = threading.Lock()
+
+
+def recent_gpus() -> list[LocalGpu]:
+    """This machine's GPUs as the driver listed them a moment ago, for a run to plan and
+    claim with (as they are now, to look at them: :func:`query_gpus`)."""
+    key = hash(tuple(sorted(os.environ.items())))
+    with _GPUS_ASKING:
+        known = _GPUS.get(key)
+        if known is not None and time.monotonic() - known[0] < _GPUS_FOR:
+            return list(known[1])
+        found = query_gpus()
+        if found:
+            _GPUS.clear()  # one environment at a time, in practice
+            _GPUS[key] = (time.monotonic(), found)
+        return list(found)
 
 
 def cpu_count() -> float:

@@ -89,11 +89,13 @@ class Holder:
     created: float
 
     def words(self, home: str | None = None) -> str:
-        """``run RUN_ID`` (with its NODUS_HOME when not ``home``), or ``container NAME, not
-        started by nodus,`` (its closing comma ready for the ``since`` that follows)."""
-        if self.run is None:
+        """``run RUN_ID`` or ``warm worker NAME`` (with its NODUS_HOME when not ``home``), or
+        ``container NAME, not started by nodus,`` (its closing comma ready for the
+        ``since`` that follows)."""
+        if self.run is None and self.home is None:
             return f"container {self.name}, not started by nodus,"
-        text = f"run {self.run}"
+        # nodus's container of no run: a warm worker of single calls, between runs
+        text = f"run {self.run}" if self.run is not None else f"warm worker {self.name}"
         if self.home and home and self.home != home:
             text += f" of NODUS_HOME {self.home}"
         return text

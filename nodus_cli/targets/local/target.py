@@ -124,8 +124,10 @@ class LocalTarget(Target):
     def _local_gpus(self, workload: Workload | None) -> list[smi.LocalGpu]:
         """This machine's GPUs; the driver is asked only when a stage wants one."""
         if self._gpus is None:
-            wants = workload is None or workload.wants_gpu
-            self._gpus = smi.query_gpus() if wants else []
+            if workload is None:  # to look at them (nodes, who holds what): as they are now
+                self._gpus = smi.query_gpus()
+            else:  # to plan and run a workload: what a run a moment ago found will do
+                self._gpus = machine.recent_gpus() if workload.wants_gpu else []
         return self._gpus
 
     def offers(self, workload: Workload) -> tuple[Offer, ...]:
@@ -328,19 +330,28 @@ class LocalTarget(Target):
             self.detach(task)
             return ended.end
         try:
-            if not spec.gpu_uuids:
-                return self._run_container(task, ctx, cid, spec, since)
-            from nodus_cli.targets.local.gpu_usage import Sampler
-
-            with Sampler(spec.gpu_uuids) as sampler:
-                end = self._run_container(task, ctx, cid, spec, since)
-            report = sampler.report()
-            if task.item is None:  # a fan-out stage's driver sums its tasks' use up
-                self._report_usage(task, ctx, report, stopped=end.state == TaskState.STOPPED)
-            return TaskEnd(end.state, end.exit_code, end.message, gpu_use=report)
+            return self.measured(
+                task, ctx, spec.gpu_uuids, partial(self._run_container, task, ctx, cid, spec, since)
+            )
         finally:
             self.detach(task)
             self.remove_later(cid)
+
+    def measured(
+        self, task: Task, ctx: TaskContext, uuids: tuple[str, ...], body: Callable[[], TaskEnd]
+    ) -> TaskEnd:
+        """``body()``, the task running on the GPUs ``uuids``, with their use sampled
+        meanwhile: what it did with them is said (a single task) and comes with its end."""
+        if not uuids:
+            return body()
+        from nodus_cli.targets.local.gpu_usage import Sampler
+
+        with Sampler(uuids) as sampler:
+            end = body()
+        report = sampler.report()
+        if task.item is None:  # a fan-out stage's driver sums its tasks' use up
+            self._report_usage(task, ctx, report, stopped=end.state == TaskState.STOPPED)
+        return TaskEnd(end.state, end.exit_code, end.message, gpu_use=report)
 
     def remove_later(self, cid: str) -> None:
         """Remove an ended container without holding up the next task (as ``docker run
@@ -418,9 +429,17 @@ class LocalTarget(Target):
         if stage.map is None:
             return 1
         req = stage.requirements
-        matching = self._matching(stage) if req.wants_gpu else []
+        if not req.wants_gpu:
+            return max(1, tasks_per_node(req, gpus=0, cpus=machine.cpu_count()))
+        return self.gpu_slots(stage)
+
+    def gpu_slots(self, stage: Stage) -> int:
+        """How many tasks of ``stage`` (which wants GPUs) this machine's GPUs of its planned
+        model hold at once: whole GPUs by its count, shared ones by its memory
+        (:func:`~nodus_cli.targets.cluster.resources.tasks_per_node`)."""
+        matching = self._matching(stage)
         held = tasks_per_node(
-            req,
+            stage.requirements,
             gpus=len(matching),
             cpus=machine.cpu_count(),
             gpu_memory_gb=[g.nominal_memory_gb for g in matching],

@@ -15,18 +15,37 @@ it (``stage main: on warm worker warm-PID-N``).
   call it runs and no other; the run's own work folder goes with it (``NODUS_WORK_DIR``
   names it), so what a call leaves there is the run's, as on a container of its own. The
   worker's working directory, ``/nodus/work``, is a scratch folder of its own.
-- **Which calls**: those that ``keep_warm`` (seconds, > 0) and want no GPU, publish no
-  port and copy no work folder (``output_dir``). The others get a container of their own,
-  as before: a warm worker never holds a GPU between calls, so it never keeps one from
-  anyone who waits for it (another run, another user, a queued task).
-- **How many**: at most as many workers of a kind as the machine has CPU slots for it
-  (its CPUs over ``cpu``, as a map's workers); a burst of calls beyond that waits for the
-  next worker that is free, as a map's items do.
+- **Which calls**: those that ``keep_warm`` (seconds, > 0), publish no port and copy no
+  work folder (``output_dir``), with GPUs or without. The others get a container of their
+  own, as before.
+- **GPUs**: a worker of a kind that wants GPUs gets them as a task does, through the
+  machine-wide queue (:meth:`workers.Host.claim`: it may wait its turn there), and its
+  container holds exactly those GPUs for its life, as a map's worker's does; every call it
+  runs is recorded on them (``gpus``, the price, their use sampled while the call runs).
+- **A warm worker never keeps a GPU anyone waits for.** The rule: a worker gives its GPUs
+  back when a queue entry (:mod:`.queue`: a task of any run, process, ``NODUS_HOME`` or
+  user of the engine waiting for GPUs) can use one of the GPUs it holds (the entry's
+  ``nodus.wants``), even when the waiter could take another GPU first, or share the GPU
+  beside it. An idle worker ends at once (its container removed: the waiter's own watch
+  of the engine sees it go); a busy one finishes its call, then ends instead of taking
+  the next. Entries are containers, so the engine's events say when one comes or goes:
+  one thread of this process (:class:`_Watcher`), running while it has workers with GPUs,
+  follows those events (filtered by the entries' label), reads the queue once per event,
+  and looks again every :data:`~.claims.QUEUE_POLL_SECONDS` when the events fail.
+  A run that may not wait (``--no-wait``, ``queue=False``) makes no entry: an idle warm
+  worker that holds its GPUs refuses it, as any holder does.
+- **How many**: at most as many workers of a kind as the machine has slots for it (its
+  CPUs over ``cpu``, as a map's workers; for a kind with GPUs, the allocations its GPUs of
+  the planned model hold, :meth:`workers.Host.gpu_slots`); a burst of calls beyond that
+  waits in this process for the next worker that is free, as a map's items do, and makes
+  no queue entry that would send its own workers away.
 - **How long**: a worker waits ``keep_warm`` seconds idle for the next call, then ends;
   those of a ``NODUS_HOME`` end when its ``Client`` closes (:func:`close`), all of them
   when the process exits. A caller killed hard closes the FIFOs: its idle workers read the
   end of their requests and exit, and the engine removes them (auto-remove); one busy with
   a call of a killed caller is removed by the reconcile of that call's run (:func:`sweep`).
+  One that holds GPUs is anyone's to remove once its caller is gone, as a task's
+  container is (:mod:`.queue`: its owner label).
 - **A worker that dies** fails only its current call (out of memory with the limit named,
   killed, exited N), and the next call of its kind starts a new one.
 
@@ -46,7 +65,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodus_cli.errors import NodusError
 from nodus_cli.functions import bootstrap, runtime
@@ -60,6 +79,7 @@ from nodus_cli.targets.docker.containers import (
     LABEL_HOME,
     LABEL_ITEM,
     LABEL_OWNER,
+    LABEL_QUEUE,
     LABEL_RUN,
     LABEL_STAGE,
     LABEL_WORKLOAD,
@@ -67,7 +87,8 @@ from nodus_cli.targets.docker.containers import (
     ContainerSpec,
 )
 from nodus_cli.targets.local import calls as local_calls
-from nodus_cli.targets.local import machine, workers
+from nodus_cli.targets.local import machine, queue, workers
+from nodus_cli.targets.local.claims import QUEUE_POLL_SECONDS
 from nodus_cli.targets.local.owner import Owner
 from nodus_cli.workload import Mount
 
@@ -84,6 +105,8 @@ PREFIX = "warm-"
 _RUN_WORK = "run-work"
 #: How often idle workers are looked at (their time up, or dead).
 _REAP_EVERY = 0.2
+#: The engine's events that change who waits for GPUs: a queue entry made, one gone.
+_QUEUE_EVENTS = {"type": ["container"], "event": ["create", "destroy"], "label": [LABEL_QUEUE]}
 #: The worker's name within its folder (its FIFOs are ``workers/w``).
 _NAME = "w"
 
@@ -101,6 +124,11 @@ class _Warm:
     #: When it ends if no call comes (monotonic seconds), while idle.
     until: float = 0.0
 
+    @property
+    def gpus(self) -> frozenset[str]:
+        """The GPUs its container holds (none for a kind that wants none)."""
+        return frozenset(self.worker.started.devices)
+
 
 class _Registry:
     """This process's warm workers, by kind."""
@@ -112,6 +140,12 @@ class _Registry:
         self.count: dict[Kind, int] = {}
         self.numbers = itertools.count()
         self.reaper: threading.Thread | None = None
+        #: The workers that hold GPUs (idle, busy), by id(): while there are any, the
+        #: watcher follows the queue.
+        self.holding: dict[int, _Warm] = {}
+        #: The GPUs some queue entry can use, as the watcher last read the queue.
+        self.wanted: frozenset[str] = frozenset()
+        self.watcher: _Watcher | None = None
 
     def take(self, kind: Kind, limit: int, host: workers.Host, task: Task) -> _Warm | None:
         """An idle worker of ``kind``; None: start one (counted already). Waits while
@@ -121,7 +155,8 @@ class _Registry:
                 waiting = self.idle.get(kind) or []
                 while waiting:
                     found = waiting.pop()
-                    if found.worker.alive and found.worker.exit_code is None:
+                    alive = found.worker.alive and found.worker.exit_code is None
+                    if alive and not found.gpus & self.wanted:
                         return found
                     self._forget(found)
                     _retire(found)
@@ -133,10 +168,11 @@ class _Registry:
                 self.lock.wait(_REAP_EVERY)
 
     def put_back(self, warm: _Warm, keep: float) -> None:
-        """Idle again for ``keep`` seconds, or retired (dead, or nothing to keep)."""
+        """Idle again for ``keep`` seconds, or retired (dead, nothing to keep, or a queue
+        entry waits for a GPU it holds)."""
         with self.lock:
             alive = warm.worker.alive and warm.worker.exit_code is None
-            if alive and keep > 0:
+            if alive and keep > 0 and not warm.gpus & self.wanted:
                 warm.until = time.monotonic() + keep
                 self.idle.setdefault(warm.kind, []).append(warm)
                 self.lock.notify_all()
@@ -144,6 +180,24 @@ class _Registry:
                 return
             self._forget(warm)
         _retire(warm)
+
+    def hold(self, warm: _Warm) -> None:
+        """A new worker holds GPUs: the watcher follows the queue while it lives."""
+        if not warm.gpus:
+            return
+        with self.lock:
+            self.holding[id(warm)] = warm
+            if self.watcher is None or not self.watcher.running:
+                self.watcher = _Watcher(self, warm.host.docker())
+                self.watcher.start()
+
+    def waited_for(self, wanted: frozenset[str]) -> None:
+        """The queue now waits for ``wanted``: idle workers holding any of them end now,
+        busy ones after their call (:meth:`put_back`)."""
+        with self.lock:
+            self.wanted = wanted
+        if wanted:
+            self.end(lambda w: bool(w.gpus & wanted))
 
     def gave_up(self, kind: Kind) -> None:
         """A worker counted by :meth:`take` did not start."""
@@ -153,6 +207,10 @@ class _Registry:
 
     def _forget(self, warm: _Warm) -> None:
         self.count[warm.kind] = max(0, self.count.get(warm.kind, 0) - 1)
+        if self.holding.pop(id(warm), None) is not None and not self.holding:
+            if self.watcher is not None:
+                self.watcher.stop()
+            self.watcher, self.wanted = None, frozenset()
         self.lock.notify_all()
 
     def _reaping(self) -> None:
@@ -179,6 +237,78 @@ class _Registry:
             _retire(warm, at_once=True)
 
 
+class _Watcher:
+    """Follows the machine-wide queue for :class:`_Registry` while its workers hold GPUs:
+    the engine's events about queue entries (created, gone), and the queue read once per
+    event (and every :data:`QUEUE_POLL_SECONDS` while the events fail)."""
+
+    def __init__(self, registry: _Registry, eng: engine.Engine) -> None:
+        self.registry = registry
+        self.engine = eng
+        self.ledger = queue.Ledger(eng, ())
+        self.running = True
+        self.stream: Any = None
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, name="nodus-warm-gpus", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        """End the thread (from any thread): its stream is cut."""
+        with self.lock:
+            self.running = False
+            stream, self.stream = self.stream, None
+        if stream is not None:
+            with contextlib.suppress(OSError, engine.EngineFailure):
+                stream.close()
+
+    def _run(self) -> None:
+        while self.running:
+            self._follow()
+            if self.running:  # the events failed (or the engine is away): look again soon
+                time.sleep(QUEUE_POLL_SECONDS)
+
+    def _follow(self) -> None:
+        """Look at the queue now and at each event, until the stream ends or is cut."""
+        try:
+            stream = self.engine.watch(_QUEUE_EVENTS)
+        except (engine.EngineFailure, OSError):
+            stream = None
+        with self.lock:
+            stopped = not self.running
+            if not stopped:
+                self.stream = stream
+        if stopped:
+            if stream is not None:
+                with contextlib.suppress(OSError, engine.EngineFailure):
+                    stream.close()
+            return
+        # Read after the stream is open: an entry made meanwhile is seen either way.
+        self._look()
+        try:
+            if stream is not None:
+                for _ in stream.documents():
+                    if not self.running:
+                        return
+                    self._look()
+        except (engine.EngineFailure, OSError, ValueError):
+            pass
+        finally:
+            if stream is not None:
+                with contextlib.suppress(OSError, engine.EngineFailure):
+                    stream.close()
+
+    def _look(self) -> None:
+        try:
+            picture = self.ledger.read()
+        except (engine.EngineFailure, NodusError):
+            return  # the next event, or the next look, tells
+        wanted: frozenset[str] = frozenset().union(*(w.wants for w in picture.waiters))
+        if self.running:
+            self.registry.waited_for(wanted)
+
+
 _REGISTRY = _Registry()
 
 
@@ -194,7 +324,6 @@ def eligible(task: Task, copies_work: bool) -> bool:
         fc is not None
         and fc.keep_warm > 0
         and task.item is None
-        and not stage.requirements.wants_gpu
         and not stage.ports
         and not copies_work
     )
@@ -208,7 +337,7 @@ def run(host: workers.Host, task: Task, ctx: TaskContext) -> TaskEnd:
     home = host.store.root
     kind = _kind(home, task)
     try:
-        warm = _REGISTRY.take(kind, _slots(stage), host, task)
+        warm = _REGISTRY.take(kind, _slots(host, stage), host, task)
     except _Stopped:
         return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus before it started")
     if warm is None:
@@ -217,10 +346,13 @@ def run(host: workers.Host, task: Task, ctx: TaskContext) -> TaskEnd:
             _REGISTRY.gave_up(kind)
             return found
         warm = found
+        _REGISTRY.hold(warm)
     else:
-        ctx.say(f"stage {stage.name}: on warm worker {warm.folder.call} ({stage.image})")
+        devices = warm.worker.started.devices
+        on = f" on {', '.join(devices)}" if devices else ""
+        ctx.say(f"stage {stage.name}: on warm worker {warm.folder.call} ({stage.image}{on})")
         ctx.submitted()
-        ctx.started(host.started_on(stage, ()))
+        ctx.started(host.started_on(stage, devices))
     end = _call(host, warm, task, ctx)
     own = calls.folder_of(task, home)
     return calls.ended(task, end, own.item(calls.item_of(task)))
@@ -244,7 +376,12 @@ def _call(host: workers.Host, warm: _Warm, task: Task, ctx: TaskContext) -> Task
                 where = f"{CALL_IN_CONTAINER}/{own.call}/{_RUN_WORK}" if lent else None
                 env = task.environment(where or WORK_DIR_IN_CONTAINER)
                 item = inside / "items" / str(calls.item_of(task))
-                return workers.call(host, worker, task, ctx, item, env, {"call": own.call})
+                return host.measured(
+                    task,
+                    ctx,
+                    worker.started.devices,
+                    lambda: workers.call(host, worker, task, ctx, item, env, {"call": own.call}),
+                )
         finally:
             os.rename(inside, own.path)
     finally:
@@ -357,10 +494,14 @@ def _kind(home: Path, task: Task) -> Kind:
     )
 
 
-def _slots(stage: Stage) -> int:
-    """How many workers of a kind at once: the CPU slots of this machine for it."""
+def _slots(host: workers.Host, stage: Stage) -> int:
+    """How many workers of a kind at once: the CPU slots of this machine for it, and for a
+    kind with GPUs no more than its GPUs hold."""
     cpu = stage.requirements.cpu
-    return max(1, int(machine.cpu_count() // cpu)) if cpu else max(1, int(machine.cpu_count()))
+    slots = max(1, int(machine.cpu_count() // cpu)) if cpu else max(1, int(machine.cpu_count()))
+    if stage.requirements.wants_gpu:
+        slots = min(slots, host.gpu_slots(stage))
+    return slots
 
 
 def _retire(warm: _Warm, at_once: bool = False) -> None:

@@ -120,6 +120,12 @@ class Host(Protocol):
 
     def remove_later(self, cid: str) -> None: ...
 
+    def gpu_slots(self, stage: Stage) -> int: ...
+
+    def measured(
+        self, task: Task, ctx: TaskContext, uuids: tuple[str, ...], body: Callable[[], TaskEnd]
+    ) -> TaskEnd: ...
+
 
 @struct
 class Worker:

@@ -36,3 +36,16 @@ def test_refusal_points_at_a_holder_of_this_home_with_a_plain_stop() -> None:
     assert "stage 'train' needs 1× L4; held by run 20250101-000000-abcdef" in error.message
     assert "of NODUS_HOME" not in error.message  # the caller's own home goes unsaid
     assert error.hint is not None and "`nodus stop RUN_ID`" in error.hint
+
+
+def test_refusal_by_a_warm_worker_says_it_gives_the_gpu_to_a_waiting_run() -> None:
+    warm = Holder("c1", "nodus-warm-123-0", None, "/srv/ci", None, None, 1.0)
+    held = Picture({"GPU-a": Use(whole=[warm])}, [])
+    error = _claims().refusal("train", "L4", Request(("GPU-a",), 1, None), held)
+    assert "held by warm worker nodus-warm-123-0 of NODUS_HOME /srv/ci since" in error.message
+    assert error.hint is not None
+    assert error.hint.startswith(
+        "run without --no-wait to wait for them (queued): a warm worker gives its GPUs back "
+        "as soon as a run waits for them"
+    )
+    assert "nodus stop None" not in error.hint

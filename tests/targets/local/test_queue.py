@@ -201,3 +201,10 @@ def test_holders_are_named_without_nested_parentheses() -> None:
     assert "(" not in words
     assert words.startswith("held by run 20260101-000000-0000 since ")
     assert words.endswith(f"since {shown} and 2 more holders")
+
+
+def test_a_warm_worker_is_named_as_one() -> None:
+    warm = holder("nodus-warm-123-0", run=None, home="/srv/ci-home")
+    words = holder_words([warm], "/home/me/.local/share/nodus")
+    assert words.startswith("held by warm worker nodus-warm-123-0 of NODUS_HOME /srv/ci-home since")
+    assert "not started by nodus" not in words

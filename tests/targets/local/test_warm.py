@@ -3,7 +3,7 @@
 of its kind runs in the same container; other requirements get another worker;
 ``keep_warm=0`` a container each; an idle worker ends after ``keep_warm`` and when the
 Client closes; each call keeps its own record, log and exit code; a worker killed from
-outside fails only its current call; a warm worker never holds a GPU between calls."""
+outside fails only its current call. Calls with GPUs: test_warm_gpus.py."""
 
 from __future__ import annotations
 
@@ -34,6 +34,23 @@ def sleeper(seconds: float) -> str:
     print("started", os.uname()[1], flush=True)
     time.sleep(seconds)
     return "slept"
+
+
+def uptime() -> float:
+    """The clock every container shares (the host's kernel)."""
+    with open("/proc/uptime") as handle:
+        return float(handle.read().split()[0])
+
+
+def first_step(seconds: float) -> tuple[str, float]:
+    """Sleep, then say where it ran and when it ended."""
+    time.sleep(seconds)
+    return os.uname()[1], uptime()
+
+
+def next_step(previous: tuple[str, float]) -> tuple[str, float]:
+    """Say where it ran and when it started."""
+    return os.uname()[1], uptime()
 
 
 def warm_containers(docker_client: Any, home: Path) -> list[Any]:
@@ -74,6 +91,17 @@ def test_other_requirements_get_another_worker(client: Client) -> None:
     c = client.run(fn=where, args=(3,), image=PY_IMAGE, cpu=0.5).result(timeout=120)
     assert a[1] != b[1]
     assert a[1] == c[1]
+
+
+def test_a_pipelines_steps_start_as_soon_as_their_input_is_ready(client: Client) -> None:
+    firsts = [client.run(fn=first_step, args=(s,), image=PY_IMAGE, cpu=0.5) for s in (0, 5)]
+    seconds = [client.run(fn=next_step, args=(f,), image=PY_IMAGE, cpu=0.5) for f in firsts]
+    (fast_host, fast_end), (slow_host, slow_end) = (f.result(timeout=120) for f in firsts)
+    (host, started), (last_host, _) = (s.result(timeout=120) for s in seconds)
+    # the fast item's next step began once its input was there, not after the slow item
+    assert fast_end <= started < slow_end
+    # every step on the two warm workers the first steps started
+    assert fast_host != slow_host and {host, last_host} <= {fast_host, slow_host}
 
 
 def test_keep_warm_zero_makes_a_container_per_call(client: Client, docker_client: Any) -> None:
@@ -149,22 +177,6 @@ def test_stopping_a_call_on_a_warm_worker_cancels_only_it(client: Client) -> Non
         call.result(timeout=60)
     assert client.get(call.id).result().status == RunStatus.CANCELLED
     assert client.run(fn=where, args=(1,), image=PY_IMAGE).result(timeout=120)[0] == 1
-
-
-def test_a_gpu_call_leaves_no_worker_holding_its_gpu(
-    client: Client, docker_client: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("NODUS_FAKE_GPUS", "l4x1")
-    first = client.run(fn=where, args=(1,), image=PY_IMAGE, gpu="L4").result(timeout=120)
-    # Nobody holds the GPU now: a run of another NODUS_HOME that must not wait gets it.
-    other = Client(home=client.home_folder.parent / "other-home")
-    try:
-        value = other.run(fn=where, args=(2,), image=PY_IMAGE, gpu="L4", queue=False)
-        second = value.result(timeout=120)
-    finally:
-        other.close()
-    assert second[1] != first[1]
-    assert warm_containers(docker_client, client.home_folder) == []
 
 
 def test_a_killed_callers_idle_worker_goes_with_it(
