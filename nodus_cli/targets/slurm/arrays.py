@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from nodus_cli.records import StageStatus, TaskRecord
+from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
     ItemContext,
     Pending,
-    PendingKind,
     Started,
     Task,
     TaskContext,
@@ -106,14 +106,9 @@ class ArrayHost(Protocol):
     def started_on(self, task: Task, where: str, devices: Path) -> Started:
         """What a task that runs on node ``where`` holds (its GPUs from ``devices``)."""
 
-    def holders(self, stage: Stage) -> str:
-        """Who holds the GPUs ``stage`` waits for, in words (empty: Slurm cannot say)."""
-
-    def pending(self, reason: str, holders: str) -> str:
-        """Slurm's pending reason in words."""
-
-    def pending_kind(self, reason: str) -> PendingKind:
-        """The kind of wait Slurm's pending reason is."""
+    def pending_of(self, stage: Stage, job_id: str, reason: str) -> Pending:
+        """Job ``job_id`` of ``stage`` pending for Slurm's ``reason``: its kind, words,
+        who it waits for."""
 
     def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
         """The array's batch script (:func:`.script.batch_script` with the target's
@@ -255,7 +250,7 @@ class ArrayRun:
         queued = {j.job_id: j for j in parse.queued_jobs(text)}
         now = time.monotonic()
         gone: list[_Item] = []
-        holders: str | None = None
+        pending: Pending | None = None  # the array waits as one: read once a look
         # While some of the array runs, the rest wait their turn behind it (as the items
         # a driver has not launched yet): only an array none of which runs waits for
         # capacity, is `queued`, and is what --no-wait refuses.
@@ -275,9 +270,9 @@ class ArrayRun:
                     continue
                 if state.reason in THROTTLED or item.stopping or turn:
                     continue
-                if holders is None:
-                    holders = self.host.holders(self.stage) if state.reason == "Resources" else ""
-                words = self.host.pending(state.reason, holders)
+                if pending is None:
+                    pending = self.host.pending_of(self.stage, item.job_id, state.reason)
+                words = pending.words
                 if not self.host.queue_jobs:
                     self._cancel(item.job_id)
                     item.end = item.end or TaskEnd(
@@ -289,12 +284,7 @@ class ArrayRun:
                     continue
                 if words != item.said:
                     item.said = words
-                    item.ctx.waiting(
-                        Pending(
-                            self.host.pending_kind(state.reason),
-                            f"Slurm job {item.job_id}: {words}",
-                        )
-                    )
+                    item.ctx.waiting(replace(pending, words=f"Slurm job {item.job_id}: {words}"))
                 continue
             if not item.running and state.state == "RUNNING":
                 item.running = True
