@@ -29,10 +29,11 @@ def _ours(cluster: SlurmCluster) -> list[str]:
 
 
 def _jobs_of(cluster: SlurmCluster, run_id: str) -> list[str]:
-    """Every job Slurm accounted for the run (each attempt one): ``ID|STATE``."""
+    """Every job Slurm accounted for the run (each attempt one): ``ID|STATE`` (the state
+    without ``by UID``)."""
     text = cluster.run("sacct", "-n", "-P", "-X", "-o", "JobIDRaw,JobName,State")
     return [
-        f"{job}|{state}"
+        f"{job}|{state.split()[0]}"
         for job, name, state in (line.split("|") for line in text.splitlines() if line)
         if name.startswith(f"nodus-{run_id}-")
     ]
