@@ -41,10 +41,10 @@ from nodus_cli.targets.base import (
     Pending,
     Started,
     Task,
-    TaskContext,
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.logfiles import follow_file
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, environ, slurm
 
@@ -61,7 +61,6 @@ __all__ = [
     "ArrayHost",
     "ArrayRun",
     "array_words",
-    "follow",
     "look_up",
     "requeued",
     "settle_items",
@@ -289,7 +288,7 @@ class ArrayRun:
             if not item.running and state.state == "RUNNING":
                 item.running = True
                 item.ctx.started(self.host.started_on(item.task, state.nodes, devices))
-            item.offset = follow(out, item.offset, item.ctx)
+            item.offset = follow_file(out, item.offset, item.ctx)
         if gone:
             self._settle(gone, run_dir, now)
 
@@ -311,7 +310,7 @@ class ArrayRun:
             devices = run_dir / f"{self._key()}.array.devices.{index}"
             if not item.running and found is not None and found.node not in ("", "None assigned"):
                 item.ctx.started(self.host.started_on(item.task, found.node, devices))
-            follow(out, item.offset, item.ctx, final=True)
+            follow_file(out, item.offset, item.ctx, final=True)
             if item.stopping:
                 end = TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
             elif item.end is not None:
@@ -418,22 +417,3 @@ def settle_items(
         f"stage {stage!r}: {len(failed)} of {len(items)} items failed (item {first.index}: {why})"
     )
     return False, code, message, f"{jobs} went on: {message}"
-
-
-def follow(out: Path, offset: int, ctx: TaskContext, final: bool = False) -> int:
-    """Emit the whole lines written to ``out`` since ``offset`` (all of it when
-    ``final``); the new offset."""
-    try:
-        with out.open("rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except OSError:
-        return offset
-    lines = data.split(b"\n")
-    rest = lines.pop()
-    for line in lines:
-        ctx.emit("stdout", line.decode("utf-8", "replace"))
-    if final and rest:
-        ctx.emit("stdout", rest.decode("utf-8", "replace"))
-        return offset + len(data)
-    return offset + len(data) - len(rest)

@@ -54,6 +54,7 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.logfiles import follow_file
 from nodus_cli.targets.cluster.resources import price_share
 from nodus_cli.targets.slurm import calls, parse, waiting
 from nodus_cli.targets.slurm.arrays import (
@@ -62,7 +63,6 @@ from nodus_cli.targets.slurm.arrays import (
     POLL_SECONDS,
     ArrayRun,
     array_words,
-    follow,
     requeued,
     settle_items,
 )
@@ -374,7 +374,7 @@ class SlurmTarget(Target):
             if running and state is not None and state.state in PENDING_STATES:
                 # It ran, and Slurm put it back in its queue: not the workload's failure.
                 self._cancel(job.job_id)
-                follow(out, offset, ctx, final=True)
+                follow_file(out, offset, ctx, final=True)
                 if job.stopping:
                     return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
                 return requeued(job.job_id)
@@ -382,7 +382,7 @@ class SlurmTarget(Target):
                 if not running and state is not None and state.state == "RUNNING":
                     running = True
                     ctx.started(self.started_on(task, state.nodes, devices))
-                offset = follow(out, offset, ctx)
+                offset = follow_file(out, offset, ctx)
                 if running and state is not None and time.monotonic() - looked > NODE_SECONDS:
                     looked = time.monotonic()
                     node_said = node_said or self._node_note(job.job_id, state.nodes, ctx)
@@ -406,7 +406,7 @@ class SlurmTarget(Target):
         if not running and ended is not None and ended.node not in ("", "None assigned"):
             # It ran between two looks at the queue: it started all the same.
             ctx.started(self.started_on(task, ended.node, devices))
-        follow(out, offset, ctx, final=True)
+        follow_file(out, offset, ctx, final=True)
         if job.stopping:
             return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
         if ended is None:
