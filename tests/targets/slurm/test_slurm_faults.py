@@ -29,14 +29,24 @@ def _ours(cluster: SlurmCluster) -> list[str]:
 
 
 def _jobs_of(cluster: SlurmCluster, run_id: str) -> list[str]:
-    """Every job Slurm accounted for the run (each attempt one): ``ID|STATE`` (the state
-    without ``by UID``)."""
-    text = cluster.run("sacct", "-n", "-P", "-X", "-o", "JobIDRaw,JobName,State")
-    return [
-        f"{job}|{state.split()[0]}"
-        for job, name, state in (line.split("|") for line in text.splitlines() if line)
-        if name.startswith(f"nodus-{run_id}-")
-    ]
+    """Every job Slurm accounted for the run (each attempt one), once their ends reach
+    its accounting: ``ID|STATE`` (the state without ``by UID``)."""
+
+    def jobs(text: str) -> list[str]:
+        return [
+            f"{job}|{state.split()[0] if state else ''}"
+            for job, name, state in (line.split("|") for line in text.splitlines() if line)
+            if name.startswith(f"nodus-{run_id}-")
+        ]
+
+    text = cluster.poll(
+        f"the jobs of run {run_id} accounted as ended",
+        ["sacct", "-n", "-P", "-X", "-o", "JobIDRaw,JobName,State"],
+        lambda out: (
+            bool(jobs(out)) and not any(j.endswith(("|PENDING", "|RUNNING")) for j in jobs(out))
+        ),
+    )
+    return jobs(text)
 
 
 def _running(nodus: Nodus, proc: subprocess.Popen[str]) -> dict[str, Any]:
