@@ -12,7 +12,9 @@ its words; the lowest first:
 - :mod:`.pricing`: a node's GPU model from what it declares (a label, a GRES type),
   through the one GPU table, and its price (declared, else the catalog's);
 - :mod:`.following`: the follow loop, pending (why, in a
-  :class:`~nodus_cli.targets.base.Pending`) then running (started, output) then its end.
+  :class:`~nodus_cli.targets.base.Pending`) then running (started, output) then its end;
+- :mod:`.logfiles`: a task's output followed from a file its node writes to a shared
+  file system (Slurm's single jobs and arrays).
 
 It imports no target (``tests/test_layers.py``): targets import it.
 """

@@ -35,16 +35,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from nodus_cli.records import StageStatus, TaskRecord
+from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
     ItemContext,
     Pending,
-    PendingKind,
     Started,
     Task,
-    TaskContext,
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.logfiles import follow_file
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, environ, slurm
 
@@ -61,7 +61,6 @@ __all__ = [
     "ArrayHost",
     "ArrayRun",
     "array_words",
-    "follow",
     "look_up",
     "requeued",
     "settle_items",
@@ -106,14 +105,9 @@ class ArrayHost(Protocol):
     def started_on(self, task: Task, where: str, devices: Path) -> Started:
         """What a task that runs on node ``where`` holds (its GPUs from ``devices``)."""
 
-    def holders(self, stage: Stage) -> str:
-        """Who holds the GPUs ``stage`` waits for, in words (empty: Slurm cannot say)."""
-
-    def pending(self, reason: str, holders: str) -> str:
-        """Slurm's pending reason in words."""
-
-    def pending_kind(self, reason: str) -> PendingKind:
-        """The kind of wait Slurm's pending reason is."""
+    def pending_of(self, stage: Stage, job_id: str, reason: str) -> Pending:
+        """Job ``job_id`` of ``stage`` pending for Slurm's ``reason``: its kind, words,
+        who it waits for."""
 
     def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
         """The array's batch script (:func:`.script.batch_script` with the target's
@@ -255,7 +249,7 @@ class ArrayRun:
         queued = {j.job_id: j for j in parse.queued_jobs(text)}
         now = time.monotonic()
         gone: list[_Item] = []
-        holders: str | None = None
+        pending: Pending | None = None  # the array waits as one: read once a look
         # While some of the array runs, the rest wait their turn behind it (as the items
         # a driver has not launched yet): only an array none of which runs waits for
         # capacity, is `queued`, and is what --no-wait refuses.
@@ -275,9 +269,9 @@ class ArrayRun:
                     continue
                 if state.reason in THROTTLED or item.stopping or turn:
                     continue
-                if holders is None:
-                    holders = self.host.holders(self.stage) if state.reason == "Resources" else ""
-                words = self.host.pending(state.reason, holders)
+                if pending is None:
+                    pending = self.host.pending_of(self.stage, item.job_id, state.reason)
+                words = pending.words
                 if not self.host.queue_jobs:
                     self._cancel(item.job_id)
                     item.end = item.end or TaskEnd(
@@ -289,17 +283,12 @@ class ArrayRun:
                     continue
                 if words != item.said:
                     item.said = words
-                    item.ctx.waiting(
-                        Pending(
-                            self.host.pending_kind(state.reason),
-                            f"Slurm job {item.job_id}: {words}",
-                        )
-                    )
+                    item.ctx.waiting(replace(pending, words=f"Slurm job {item.job_id}: {words}"))
                 continue
             if not item.running and state.state == "RUNNING":
                 item.running = True
                 item.ctx.started(self.host.started_on(item.task, state.nodes, devices))
-            item.offset = follow(out, item.offset, item.ctx)
+            item.offset = follow_file(out, item.offset, item.ctx)
         if gone:
             self._settle(gone, run_dir, now)
 
@@ -321,7 +310,7 @@ class ArrayRun:
             devices = run_dir / f"{self._key()}.array.devices.{index}"
             if not item.running and found is not None and found.node not in ("", "None assigned"):
                 item.ctx.started(self.host.started_on(item.task, found.node, devices))
-            follow(out, item.offset, item.ctx, final=True)
+            follow_file(out, item.offset, item.ctx, final=True)
             if item.stopping:
                 end = TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
             elif item.end is not None:
@@ -428,22 +417,3 @@ def settle_items(
         f"stage {stage!r}: {len(failed)} of {len(items)} items failed (item {first.index}: {why})"
     )
     return False, code, message, f"{jobs} went on: {message}"
-
-
-def follow(out: Path, offset: int, ctx: TaskContext, final: bool = False) -> int:
-    """Emit the whole lines written to ``out`` since ``offset`` (all of it when
-    ``final``); the new offset."""
-    try:
-        with out.open("rb") as f:
-            f.seek(offset)
-            data = f.read()
-    except OSError:
-        return offset
-    lines = data.split(b"\n")
-    rest = lines.pop()
-    for line in lines:
-        ctx.emit("stdout", line.decode("utf-8", "replace"))
-    if final and rest:
-        ctx.emit("stdout", rest.decode("utf-8", "replace"))
-        return offset + len(data)
-    return offset + len(data) - len(rest)

@@ -20,18 +20,24 @@ from nodus_cli.targets.cluster.pricing import gpu_model
 __all__ = [
     "QUEUE_FORMAT",
     "SACCT_FIELDS",
+    "WAITING_FORMAT",
     "Ended",
     "Gres",
     "NodeRecord",
     "Queued",
+    "Waiting",
     "ended_jobs",
     "gres_of",
     "nodes_of",
     "queued_jobs",
+    "waiting_jobs",
 ]
 
 #: ``squeue -h -o`` format read by :func:`queued_jobs`: id, state, reason, node(s), name.
 QUEUE_FORMAT = "%i|%T|%r|%N|%j"
+#: ``squeue -h -t PD -o`` format read by :func:`waiting_jobs`: id, priority, user, name,
+#: partition.
+WAITING_FORMAT = "%i|%Q|%u|%j|%P"
 #: ``sacct -n -P -X -o`` fields read by :func:`ended_jobs`.
 SACCT_FIELDS = "JobIDRaw,JobName,State,ExitCode,ElapsedRaw,NodeList"
 
@@ -169,6 +175,33 @@ def queued_jobs(text: str) -> list[Queued]:
         parts = line.split("|")
         if len(parts) == 5:
             found.append(Queued(*(p.strip() for p in parts)))
+    return found
+
+
+@struct(frozen=True)
+class Waiting:
+    """A pending job of ``squeue -t PD``: its id (``41_[0-9]`` for an array's pending
+    tasks), priority, user, name and partition."""
+
+    job_id: str
+    priority: int
+    user: str
+    name: str
+    partition: str
+
+    @property
+    def number(self) -> int:
+        """The job's number (an array's, for its tasks), by which Slurm breaks ties."""
+        return _int(self.job_id.split("_")[0])
+
+
+def waiting_jobs(text: str) -> list[Waiting]:
+    """The jobs of ``squeue -h -o WAITING_FORMAT``."""
+    found = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 5:
+            found.append(Waiting(parts[0], _int(parts[1]), parts[2], parts[3], parts[4]))
     return found
 
 

@@ -38,12 +38,12 @@ from nodus_cli.errors import NotRunnable
 from nodus_cli.planning.capabilities import Capabilities
 from nodus_cli.planning.ranking import Candidate, RuntimeLookup
 from nodus_cli.records import RunStatus, StageRecord, StageStatus, TaskRecord
+from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
     Cleanup,
     ItemContext,
     NodeInfo,
     Pending,
-    PendingKind,
     Preparation,
     Settled,
     Started,
@@ -54,15 +54,15 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.logfiles import follow_file
 from nodus_cli.targets.cluster.resources import price_share
-from nodus_cli.targets.slurm import calls, parse
+from nodus_cli.targets.slurm import calls, parse, waiting
 from nodus_cli.targets.slurm.arrays import (
     ACCOUNTING_SECONDS,
     PENDING_STATES,
     POLL_SECONDS,
     ArrayRun,
     array_words,
-    follow,
     requeued,
     settle_items,
 )
@@ -76,61 +76,21 @@ if TYPE_CHECKING:
     from nodus_cli.records import RunRecord, RunStore
     from nodus_cli.workload import Stage, Workload
 
-__all__ = ["END_STATES", "SlurmTarget", "nice_of", "pending_kind", "pending_words", "task_end"]
+__all__ = ["END_STATES", "SlurmTarget", "nice_of", "task_end"]
 
 #: nodus's ``priority`` (0 to 100) at or above which a job keeps Slurm's own priority
 #: (``--nice=0``): an ordinary user may only lower a job's priority, never raise it.
 NICE_FROM = 50
 #: ``--nice`` per point of ``priority`` below :data:`NICE_FROM`.
 NICE_STEP = 100
-
-_REASONS = {
-    "Resources": "waiting for GPUs: the nodes that have them are busy with other jobs",
-    "Priority": "waiting behind jobs of higher priority in Slurm's queue",
-    "ReqNodeNotAvail": "waiting: the nodes it can run on are unavailable (drained or down)",
-    "Dependency": "waiting for the job it depends on",
-    "JobHeldUser": "held by its user (scontrol release JOBID lets it go)",
-    "JobHeldAdmin": "held by an administrator",
-    "BeginTime": "waiting for its begin time",
-    "None": "submitted; Slurm has not scheduled it yet",
-}
+#: How often a running job's node is looked at (drained, down: said in words).
+NODE_SECONDS = 30.0
 
 
 def nice_of(priority: int) -> int:
     """The ``--nice`` of a job of nodus ``priority``: higher priority, lower nice; 0 (no
     change) from :data:`NICE_FROM` up, as an ordinary user may not set a negative one."""
     return max(0, NICE_FROM - priority) * NICE_STEP
-
-
-#: Slurm's pending reasons by the kind of wait they are (the rest: by prefix, else other).
-_KINDS = {
-    "Resources": PendingKind.RESOURCES,
-    "Priority": PendingKind.PRIORITY,
-    "ReqNodeNotAvail": PendingKind.NODE_UNAVAILABLE,
-    "JobHeldUser": PendingKind.HELD,
-    "JobHeldAdmin": PendingKind.HELD,
-    "None": PendingKind.SCHEDULING,
-}
-
-
-def pending_kind(reason: str) -> PendingKind:
-    """The kind of wait Slurm's pending ``reason`` is (``QOS*``, ``AssocGrp*``: a limit)."""
-    if reason.startswith(("QOSMax", "QOSGrp", "AssocGrp", "AssocMax")):
-        return PendingKind.LIMIT
-    return _KINDS.get(reason, PendingKind.OTHER)
-
-
-def pending_words(reason: str, holders: str = "") -> str:
-    """Slurm's pending reason in words (``holders``: who holds what it waits for)."""
-    if reason.startswith(("QOSMax", "QOSGrp")):
-        said = f"waiting: a limit of its QOS is reached ({reason})"
-    elif reason.startswith("AssocGrp") or reason.startswith("AssocMax"):
-        said = f"waiting: a limit of its account is reached ({reason})"
-    else:
-        said = _REASONS.get(reason, f"pending ({reason})")
-        if reason != "None" and reason in _REASONS:
-            said += f" ({reason})"
-    return f"{said}; {holders}" if holders else said
 
 
 class _Job:
@@ -180,6 +140,14 @@ class SlurmTarget(Target):
             nodes = parse.nodes_of(text)
             partition = self.settings.partition
             if partition is not None:
+                known = sorted({p for n in nodes for p in n.partitions})
+                if partition not in known:
+                    raise NotRunnable(
+                        f"[slurm] partition = {partition!r}: the Slurm cluster has no partition "
+                        f"{partition!r} with nodes (its partitions: {', '.join(known) or 'none'})",
+                        hint="set [slurm] partition in config.toml to one of them, or remove "
+                        "it for the cluster's default (`sinfo -s` lists them)",
+                    )
                 nodes = [n for n in nodes if partition in n.partitions]
             self._nodes = nodes
         return self._nodes
@@ -254,6 +222,7 @@ class SlurmTarget(Target):
                     hint="`nodus nodes --target slurm` shows what each node holds",
                 )
         self._check_work_root()
+        self._check_account()
         first = plan.stages[0].selected
         return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
 
@@ -270,6 +239,23 @@ class SlurmTarget(Target):
                 hint="set [slurm] work_root in config.toml to a folder you can write that "
                 "every node sees at the same path",
             ) from None
+
+    def _check_account(self) -> None:
+        """An ``[slurm] account`` Slurm's accounting does not know is refused before any
+        ``sbatch`` (a cluster that does not enforce accounts would take the job)."""
+        account = self.settings.account
+        if account is None:
+            return
+        try:
+            text = slurm("sacctmgr", "-n", "-P", "show", "account", account, "format=account")
+        except (SlurmDown, SlurmRefused, NotRunnable):
+            return  # no accounting to ask (or no sacctmgr here): sbatch says what it takes
+        if not text.strip():
+            raise NotRunnable(
+                f"[slurm] account = {account!r}: the Slurm cluster has no account {account!r}",
+                hint="set [slurm] account in config.toml to an account you may charge "
+                "(`sacctmgr show assoc user=$USER` lists them), or remove it for your default",
+            )
 
     # -- running -----------------------------------------------------------------------
 
@@ -381,12 +367,14 @@ class SlurmTarget(Target):
         said = ""
         running = False
         offset = 0
+        node_said: str | None = None
+        looked = time.monotonic()
         while True:
             state = self._queued(job.job_id)
             if running and state is not None and state.state in PENDING_STATES:
                 # It ran, and Slurm put it back in its queue: not the workload's failure.
                 self._cancel(job.job_id)
-                follow(out, offset, ctx, final=True)
+                follow_file(out, offset, ctx, final=True)
                 if job.stopping:
                     return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
                 return requeued(job.job_id)
@@ -394,38 +382,70 @@ class SlurmTarget(Target):
                 if not running and state is not None and state.state == "RUNNING":
                     running = True
                     ctx.started(self.started_on(task, state.nodes, devices))
-                offset = follow(out, offset, ctx)
+                offset = follow_file(out, offset, ctx)
+                if running and state is not None and time.monotonic() - looked > NODE_SECONDS:
+                    looked = time.monotonic()
+                    node_said = node_said or self._node_note(job.job_id, state.nodes, ctx)
                 if state is None or state.state not in ("RUNNING", "COMPLETING"):
                     break
             else:
-                holders = self.holders(task.stage) if state.reason == "Resources" else ""
-                words = pending_words(state.reason, holders)
+                pending = self.pending_of(task.stage, job.job_id, state.reason)
                 if not self.queue_jobs and state.reason != "None":  # "None": not yet looked at
                     self._cancel(job.job_id)
                     return TaskEnd(
                         TaskState.KILLED,
                         3,
-                        f"--no-wait: Slurm could not start job {job.job_id} at once: {words}; "
-                        "cancelled it",
+                        f"--no-wait: Slurm could not start job {job.job_id} at once: "
+                        f"{pending.words}; cancelled it",
                     )
-                if words != said:
-                    said = words
-                    ctx.waiting(
-                        Pending(pending_kind(state.reason), f"Slurm job {job.job_id}: {words}")
-                    )
+                if pending.words != said:
+                    said = pending.words
+                    ctx.waiting(replace(pending, words=f"Slurm job {job.job_id}: {said}"))
             time.sleep(POLL_SECONDS)
         ended = self._ended(job.job_id)
         if not running and ended is not None and ended.node not in ("", "None assigned"):
             # It ran between two looks at the queue: it started all the same.
             ctx.started(self.started_on(task, ended.node, devices))
-        follow(out, offset, ctx, final=True)
+        follow_file(out, offset, ctx, final=True)
         if job.stopping:
             return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
         if ended is None:
             return TaskEnd(
                 TaskState.INFRASTRUCTURE, 1, f"Slurm job {job.job_id} left no accounting record"
             )
+        ran = ended.node not in ("", "None assigned")
+        if ran and not node_said:
+            self._node_note(job.job_id, ended.node, ctx)
+        if ran and not out.exists() and not devices.exists():
+            return TaskEnd(
+                TaskState.CANNOT_START,
+                1,
+                f"Slurm job {job.job_id} ran on {ended.node} ({ended.state}) but nothing it "
+                f"wrote reached {run_dir}: that node does not see [slurm] work_root "
+                f"{self.work_root()}; set work_root to a folder every node mounts at the same "
+                "path",
+            )
         return job_end(task, ended, run_dir / f"{key}.{task.attempt}.end")
+
+    def _node_note(self, job_id: str, name: str, ctx: TaskContext) -> str | None:
+        """Say so when Slurm drained (or lost) node ``name`` under job ``job_id``; the
+        words said (None: the node is fine, or Slurm cannot say)."""
+        try:
+            found = parse.nodes_of(slurm("scontrol", "show", "node", name, "--oneliner"))
+        except (SlurmDown, SlurmRefused):
+            return None
+        if not found or found[0].usable:
+            return None
+        if "DRAIN" in found[0].state:
+            said = (
+                f"node {name} is {found[0].words}: drained under Slurm job {job_id}, which "
+                "Slurm lets run to its end; no new job goes there until it is resumed "
+                f"(scontrol update nodename={name} state=resume)"
+            )
+        else:
+            said = f"node {name} is {found[0].words}: Slurm may end job {job_id} (NODE_FAIL)"
+        ctx.say(said)
+        return said
 
     def started_on(self, task: Task, where: str, devices: Path) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
@@ -443,29 +463,15 @@ class SlurmTarget(Target):
         config_doc = self._offer(node)._asdict() if node is not None else None
         return Started(devices=held, node=where, price_per_hour=price, config=config_doc)
 
-    def holders(self, stage: Stage) -> str:
-        """Who holds the nodes of the stage's model now: ``held by job 12 (train) on
-        gpu-a, ...`` (empty when Slurm cannot say)."""
+    def pending_of(self, stage: Stage, job_id: str, reason: str) -> Pending:
+        """Job ``job_id`` of ``stage`` pending for Slurm's ``reason``: with who holds the
+        nodes of the stage's model, or who is ahead of it."""
         gres = self._gres(stage)
         kind = gres.split(":")[1] if gres else None
         nodes = {
             n.name for n in self._all_nodes() if kind is None or (n.gres and n.gres.type == kind)
         }
-        try:
-            text = slurm("squeue", "-h", "-t", "RUNNING", "-o", parse.QUEUE_FORMAT)
-        except (SlurmDown, SlurmRefused):
-            return ""
-        held = [
-            f"job {j.job_id} ({j.name}) on {j.nodes}"
-            for j in parse.queued_jobs(text)
-            if j.nodes in nodes
-        ]
-        return (
-            f"held by {', '.join(held[:5])}"
-            + (f" and {len(held) - 5} more" if len(held) > 5 else "")
-            if held
-            else ""
-        )
+        return waiting.pending(reason, job_id, nodes)
 
     def _queued(self, job_id: str) -> parse.Queued | None:
         try:
@@ -509,12 +515,6 @@ class SlurmTarget(Target):
         finally:
             with self._lock:
                 self._arrays.pop(tasks[0].stage.name, None)
-
-    def pending(self, reason: str, holders: str) -> str:
-        return pending_words(reason, holders)
-
-    def pending_kind(self, reason: str) -> PendingKind:
-        return pending_kind(reason)
 
     def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
         return batch_script(
@@ -629,7 +629,8 @@ class SlurmTarget(Target):
             if state is None:
                 parts.append(f"{stage.name}: Slurm job {stage.job_id} has ended")
             elif state.state == "PENDING":
-                parts.append(f"{stage.name}: job {stage.job_id} {pending_words(state.reason)}")
+                said = waiting.pending_words(state.reason)
+                parts.append(f"{stage.name}: job {stage.job_id} {said}")
             else:
                 parts.append(
                     f"{stage.name}: job {stage.job_id} {state.state.lower()} on {state.nodes}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from nodus_cli.targets.base import PendingKind, TaskState
 from nodus_cli.targets.slurm import parse
-from nodus_cli.targets.slurm.target import pending_kind, pending_words, task_end
+from nodus_cli.targets.slurm.target import task_end
+from nodus_cli.targets.slurm.waiting import ahead, pending_kind, pending_words
 
 SCONTROL = (
     "NodeName=gpu-a Arch=x86_64 CoresPerSocket=1  CPUAlloc=1 CPUEfctv=2 CPUTot=2 CPULoad=1.85 "
@@ -117,3 +118,35 @@ def test_pending_reasons_by_kind() -> None:
     assert pending_kind("JobHeldUser") == PendingKind.HELD
     assert pending_kind("None") == PendingKind.SCHEDULING
     assert pending_kind("Dependency") == PendingKind.OTHER
+
+
+#: ``squeue -h -t PD -o WAITING_FORMAT``: an array's pending tasks are one line.
+WAITING = """\
+41_[2-9]|4294901720|bob|sweep|gpu
+44|4294897695|root|nodus-20261205-main|gpu
+42|4294901719|alice|train|gpu
+43|4294901719|carol|eval|gpu
+45|4294901800|dave|other|cpu
+"""
+
+
+def test_who_is_ahead_of_a_job_in_its_partition_first_first() -> None:
+    jobs = parse.waiting_jobs(WAITING)
+    assert [j.job_id for j in ahead(jobs, "44")] == ["41_[2-9]", "42", "43"]
+    # The same priority: the job submitted first is ahead; an array task is its array.
+    assert [j.job_id for j in ahead(jobs, "43")] == ["41_[2-9]", "42"]
+    assert ahead(jobs, "41_3") == []
+    assert ahead(jobs, "99") == []  # it left the queue meanwhile
+
+
+def test_a_job_behind_others_names_them_and_a_waiting_one_who_holds_its_gpus() -> None:
+    ahead_of_it = ("job 42 (train) by alice", "job 43 (eval) by carol")
+    assert pending_words("Priority", ahead_of_it) == (
+        "waiting behind 2 jobs of higher priority in Slurm's queue (Priority): "
+        "job 42 (train) by alice, job 43 (eval) by carol"
+    )
+    assert pending_words("Resources", ("job 7 (wrap) on gpu-a",)).endswith(
+        "(Resources); held by job 7 (wrap) on gpu-a"
+    )
+    many = tuple(f"job {i} (x) by u" for i in range(8))
+    assert pending_words("Priority", many).endswith("job 4 (x) by u and 3 more")
