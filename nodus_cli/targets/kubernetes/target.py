@@ -12,14 +12,19 @@ job id, a nodus process that dies leaves the Job running, and the next nodus com
 how it ended (:meth:`KubernetesTarget.settle`). Only ``nodus stop`` (or Ctrl-C on the
 supervising process) deletes it, with its pods.
 
-Not built yet (docs/targets.md says so): Indexed Jobs for fan-out stages (each item is a
-Job of its own), Python functions, mounts and ports.
+A fan-out stage whose command runs through the shell is one Indexed Job (:mod:`.indexed`:
+:meth:`KubernetesTarget.runs_items`), its items a ConfigMap; each item is followed, stopped,
+retried (as a Job of its own) and settled on its own. Any other fan-out stage (an exec-form
+command, items over a ConfigMap's 1 MiB) is one Job per item.
+
+Not built yet (docs/targets.md says so): Python functions, mounts and ports.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -28,9 +33,10 @@ from nodus_cli.catalog import Offer
 from nodus_cli.errors import NotRunnable
 from nodus_cli.planning.capabilities import Capabilities
 from nodus_cli.planning.ranking import Candidate, RuntimeLookup
-from nodus_cli.records import RunStatus, StageRecord, StageStatus
+from nodus_cli.records import RunStatus, StageRecord, StageStatus, TaskRecord
 from nodus_cli.targets.base import (
     Cleanup,
+    ItemContext,
     NodeInfo,
     Preparation,
     Settled,
@@ -45,7 +51,15 @@ from nodus_cli.targets.base import (
 from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_limit
 from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure, connect
-from nodus_cli.targets.kubernetes.manifest import job_manifest, job_name, label_value
+from nodus_cli.targets.kubernetes.indexed import IndexedRun, newest_by_index, split_job_id
+from nodus_cli.targets.kubernetes.manifest import (
+    ITEMS_LIMIT,
+    indexed_manifest,
+    items_size,
+    job_manifest,
+    job_name,
+    label_value,
+)
 from nodus_cli.targets.kubernetes.nodes import NodeRecord, node_records
 
 if TYPE_CHECKING:
@@ -77,6 +91,8 @@ class KubernetesTarget(Target):
         #: The PriorityClass of this run's pods (its ``priority``, the configuration).
         self._priority_class = self.settings.priority_class
         self._jobs: dict[str, following.Following] = {}
+        #: The Indexed Job of each fan-out stage being followed, by the stage's name.
+        self._indexed: dict[str, IndexedRun] = {}
         self._lock = threading.Lock()
 
     # -- the cluster -------------------------------------------------------------------
@@ -311,9 +327,65 @@ class KubernetesTarget(Target):
     def _delete(self, name: str) -> bool:
         return self.cluster.delete_job(name)
 
+    # -- a fan-out stage as one Indexed Job (:mod:`.indexed`) ------------------------------
+
+    def runs_items(self, stage: Stage) -> bool:
+        """A fan-out stage whose command runs through the shell, with items that fit in a
+        ConfigMap, is one Indexed Job (the shell reads each pod's item)."""
+        return (
+            stage.function is None
+            and stage.shell
+            and bool(stage.command)
+            and stage.map is not None
+            and items_size(stage.map.items) < ITEMS_LIMIT - 4096  # room for the metadata
+        )
+
+    def run_items(
+        self, tasks: Sequence[Task], contexts: Sequence[ItemContext], parallel: int
+    ) -> None:
+        stage = tasks[0].stage
+        try:
+            labels = self._model_labels(stage) if stage.requirements.wants_gpu else []
+        except NotRunnable as exc:
+            for ctx in contexts:
+                ctx.ended(TaskEnd(TaskState.CANNOT_START, 1, exc.message))
+            return
+        manifest = indexed_manifest(
+            tasks,
+            self.cluster.namespace,
+            labels,
+            parallel,
+            priority_class=self._priority_class,
+            queue=self.settings.queue,
+        )
+        memory = memory_bytes(stage.requirements.cpu, stage.requirements.memory_gb)
+        run = IndexedRun(
+            self.cluster,
+            tasks,
+            contexts,
+            manifest,
+            memory_said=memory_limit(memory),
+            started=self._started,
+            holders=lambda: self._holders(labels),
+            queue_ok=self._queue,
+            queue_name=self.settings.queue,
+            wants=self._wants(stage),
+        )
+        with self._lock:
+            self._indexed[stage.name] = run
+        try:
+            run.run()
+        finally:
+            with self._lock:
+                self._indexed.pop(stage.name, None)
+
     def stop_task(self, task: Task) -> None:
         with self._lock:
             job = self._jobs.get(task.key)
+            indexed = self._indexed.get(task.stage.name)
+        if job is None and indexed is not None and task.item is not None:
+            indexed.stop(task.item.index)
+            return
         if job is None:
             return
         job.stopping = True
@@ -321,9 +393,12 @@ class KubernetesTarget(Target):
             self._delete(job.name)
 
     def cleanup(self, run_id: str) -> Cleanup:
-        """Delete every Job of the run still there, with its pods (``nodus stop``)."""
+        """Delete every Job of the run still there, with its pods, and the ConfigMaps of
+        its items (``nodus stop``; the driver at each run's end)."""
+        selector = f"{LABEL_RUN}={label_value(run_id)}"
         try:
-            jobs = self.cluster.jobs(f"{LABEL_RUN}={label_value(run_id)}")
+            jobs = self.cluster.jobs(selector)
+            maps = self.cluster.config_maps(selector)
         except KubernetesFailure as exc:
             raise TargetFailure(exc.message) from None
         removed = []
@@ -334,6 +409,13 @@ class KubernetesTarget(Target):
             with contextlib.suppress(KubernetesFailure):
                 if self._delete(str(meta.get("name"))):
                     removed.append(f"Job {meta.get('name')}")
+        for doc in maps:
+            meta = doc.get("metadata") or {}
+            if (meta.get("labels") or {}).get(LABEL_RUN) != label_value(run_id):
+                continue
+            with contextlib.suppress(KubernetesFailure):
+                if self.cluster.delete_config_map(str(meta.get("name"))):
+                    removed.append(f"ConfigMap {meta.get('name')}")
         return Cleanup(removed)
 
     # -- a run whose supervisor died ------------------------------------------------------
@@ -361,18 +443,96 @@ class KubernetesTarget(Target):
         status = job.get("status") or {}
         return end, _seconds(status.get("startTime"), status.get("completionTime"))
 
+    def _item_end(self, job_id: str) -> tuple[TaskEnd, float, str | None] | None:
+        """How an item ended (its own Job, or its index of an Indexed Job), how long it ran
+        and on which node (None: it still runs or waits)."""
+        name, index = split_job_id(job_id)
+        if index is None:
+            found = self._job_end(name)
+            return None if found is None else (*found, None)
+        job = self.cluster.job(name)
+        if job is None:
+            return TaskEnd(TaskState.KILLED, 137, f"the Job {name} is gone (deleted)"), 0.0, None
+        pods = following.job_pods(self.cluster.pods(f"job-name={name}"), name)
+        pod = newest_by_index(pods).get(index)
+        if pod is None:
+            for condition in (job.get("status") or {}).get("conditions") or ():
+                if condition.get("type") == "Failed" and condition.get("status") == "True":
+                    said = condition.get("message") or condition.get("reason")
+                    words = f"the Job {name} failed before index {index} ran: {said}"
+                    return TaskEnd(TaskState.KILLED, 1, words), 0.0, None
+            return None
+        end = following.pod_end(pod, "its memory limit")
+        if end is None:
+            return None
+        statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+        ended = (statuses[0].get("state") or {}).get("terminated") or {}
+        seconds = _seconds(ended.get("startedAt"), ended.get("finishedAt"))
+        return end, seconds, (pod.get("spec") or {}).get("nodeName")
+
+    def _settle_items(
+        self, record: RunRecord, index: int, stage: StageRecord
+    ) -> tuple[list[TaskRecord], TaskEnd, str] | bool | None:
+        """A fan-out stage's items as the cluster ended them (changed in place): the items,
+        the stage's end and the words of its first failure; None while one still runs or
+        waits; False: no item was created."""
+        items = self.store.tasks(record.id, index)
+        if not any(t.job_id for t in items):
+            return False
+        for t in items:
+            if not t.status.active or t.job_id is None:
+                continue
+            found = self._item_end(t.job_id)
+            if found is None:
+                return None
+            end, seconds, node = found
+            ok = end.state == TaskState.EXITED and end.exit_code == 0
+            t.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
+            t.exit_code = end.exit_code
+            t.runtime_seconds = seconds
+            t.cost = seconds / 3600 * record.price_per_hour
+            t.node = t.node or node
+            t.message = None if ok else end.message
+        failed = [t for t in items if t.status == StageStatus.FAILED or t.status.active]
+        stage.cost = sum(t.cost for t in items)
+        if not failed:
+            stage.status, stage.exit_code, stage.message = StageStatus.SUCCEEDED, 0, None
+            return items, TaskEnd(TaskState.EXITED, 0), f"{len(items)} of {len(items)} items"
+        first = failed[0]
+        code = first.exit_code or 1
+        lost = "nodus ended before it created it"
+        why = first.message or (lost if first.status.active else f"exited with {code}")
+        message = (
+            f"stage {stage.name!r}: {len(failed)} of {len(items)} items failed "
+            f"(item {first.index}: {why})"
+        )
+        stage.status, stage.exit_code, stage.message = StageStatus.FAILED, code, message
+        return items, TaskEnd(TaskState.EXITED, code, message), message
+
     def settle(self, record: RunRecord) -> Settled | None:
         stages: dict[int, StageRecord] = {}
+        tasks: dict[int, list[TaskRecord]] = {}
         last: TaskEnd | None = None
         last_job = ""
         for index, stage in enumerate(record.stages):
-            if stage.job_id is None or not stage.status.active:
+            if not stage.status.active:
+                continue
+            if stage.job_id is None:  # a fan-out stage: its items' jobs
+                settled = self._settle_items(record, index, stage)
+                if settled is None:
+                    return None
+                if settled is False:
+                    continue
+                assert settled is not True
+                tasks[index], last, words = settled
+                stages[index] = stage
+                last_job = f"the items of stage {stage.name!r} went on: {words}"
                 continue
             found = self._job_end(stage.job_id)
             if found is None:
                 return None
             end, seconds = found
-            last, last_job = end, stage.job_id
+            last, last_job = end, f"Job {stage.job_id} went on"
             ok = end.state == TaskState.EXITED and end.exit_code == 0
             stage.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
             stage.exit_code = end.exit_code
@@ -380,7 +540,11 @@ class KubernetesTarget(Target):
             stage.cost = seconds / 3600 * record.price_per_hour
             stage.message = None if ok else end.message
             stages[index] = stage
-        later = [s.name for s in record.stages if s.status.active and s.job_id is None]
+        later = [
+            s.name
+            for i, s in enumerate(record.stages)
+            if s.status.active and s.job_id is None and i not in stages
+        ]
         who = f"its nodus process ({record.pid})" if record.pid else "its nodus process"
         if last is None:
             return Settled(
@@ -388,12 +552,12 @@ class KubernetesTarget(Target):
             )
         ok = last.state == TaskState.EXITED and last.exit_code == 0
         how = last.message or (f"exited with {last.exit_code}" if last.exit_code else "completed")
-        said = f"{who} ended; Job {last_job} went on: {how}"
+        said = f"{who} ended; {last_job}: {how}"
         if ok and not later:
-            return Settled(RunStatus.SUCCEEDED, 0, said, stages)
+            return Settled(RunStatus.SUCCEEDED, 0, said, stages, tasks)
         if later:
             said += f"; not run: {', '.join(later)} (nodus was not there to create them)"
-        return Settled(RunStatus.FAILED, last.exit_code or 1, said, stages)
+        return Settled(RunStatus.FAILED, last.exit_code or 1, said, stages, tasks)
 
     # -- looking -----------------------------------------------------------------------
 
