@@ -48,6 +48,7 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.resources import price_share, tasks_per_node
 from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_limit
 from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure, connect
@@ -185,17 +186,15 @@ class KubernetesTarget(Target):
         return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
 
     def capacity(self, stage: Stage, plan: StagePlan) -> int:
-        """Jobs of a fan-out stage created at once: what the usable nodes the plan names
-        hold (their GPUs, else their CPUs); the scheduler queues the rest."""
+        """Jobs of a fan-out stage created at once: the tasks the usable nodes the plan
+        names hold (:func:`~nodus_cli.targets.cluster.resources.tasks_per_node`); the
+        scheduler queues the rest."""
         names = {c.offer.machine_id for c in plan.candidates}
-        req = stage.requirements
-        total = 0
-        for n in self._all_nodes():
-            if n.usable and n.name in names:
-                if req.wants_gpu:
-                    total += n.gpus // max(1, req.gpu_count)
-                else:
-                    total += max(1, int(n.cpus // req.cpu)) if req.cpu else 1
+        total = sum(
+            tasks_per_node(stage.requirements, gpus=n.gpus, cpus=n.cpus)
+            for n in self._all_nodes()
+            if n.usable and n.name in names
+        )
         return max(1, total)
 
     # -- running -----------------------------------------------------------------------
@@ -287,9 +286,11 @@ class KubernetesTarget(Target):
 
     def _started(self, task: Task, where: str) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
-        price = self._price(node) if node is not None else 0.0
-        if node is not None and node.gpus:
-            price *= task.stage.requirements.gpu_count / node.gpus
+        price = 0.0
+        if node is not None:  # the share of the node one task of the stage pays
+            price = price_share(
+                self._price(node), task.stage.requirements, gpus=node.gpus, cpus=node.cpus
+            )
         config_doc = self._offer(node)._asdict() if node is not None else None
         return Started(node=where, price_per_hour=price, config=config_doc)
 

@@ -683,3 +683,21 @@ def test_client_list_nodes_is_what_nodus_nodes_shows(
         "gpu-a100": ("A100", 4, 4, "ready"),
         "gpu-l4": ("L4", 1, 1, "ready"),
     }
+
+
+def test_a_task_pays_the_share_of_its_node_that_it_holds(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    path = nodus.tmp / "cpu.toml"
+    path.write_text(f'name = "cpu"\nimage = "{IMAGE}"\ncommand = "true"\n[requirements]\ncpu = 2\n')
+    proc = nodus.popen("run", path, "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.run_pod(pod, "gpu-l4")  # 8 CPUs at $2.00 an hour: 4 such tasks at once
+    time.sleep(2)
+    kube_emulator.end_pod(pod, 0)
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    [run] = nodus.runs()
+    [stage] = run["stages"]
+    whole = stage["runtime_seconds"] / 3600 * 2.0
+    assert stage["cost"] == pytest.approx(whole / 4, rel=0.05), (stage, whole)
