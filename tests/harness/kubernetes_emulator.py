@@ -5,7 +5,7 @@ it serves kmock's ``KubernetesEmulator`` (Nodes, Pods, Events, Jobs, stored in m
 served as the real API serves them to the official client) on 127.0.0.1, prints
 ``PORT=N`` once it listens, and runs until SIGTERM (``--load FILE``: objects to serve from
 the start, for a benchmark's thousand nodes; ``--record FILE``: each Job created is
-appended there, and each ConfigMap, for the tests that check every manifest against
+appended there, and each ConfigMap and Secret, for the tests that check every manifest against
 Kubernetes' schemas).
 The test drives it through the same HTTP API nodus uses: it creates the nodes (with real
 GPU-operator labels), patches pod phases and container states, creates Events, and
@@ -92,7 +92,9 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
             return aiohttp.web.Response(text=annotations.get(LOG_ANNOTATION, ""))
         answer = await super()._handle(request)
         made = request.method == "POST" and answer.status < 300
-        recorded = _is(request, "batch", "jobs") or _is(request, "", "configmaps")
+        recorded = _is(request, "batch", "jobs") or any(
+            _is(request, "", plural) for plural in ("configmaps", "secrets")
+        )
         if made and recorded and self.record:
             with open(self.record, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(request.data) + "\n")

@@ -17,7 +17,10 @@ A fan-out stage whose command runs through the shell is one Indexed Job (:mod:`.
 retried (as a Job of its own) and settled on its own. Any other fan-out stage (an exec-form
 command, items over a ConfigMap's 1 MiB) is one Job per item.
 
-Not built yet (docs/targets.md says so): Python functions, mounts and ports.
+A Python function's task carries its call in a Secret and its outcome back through the
+pod's log (:mod:`.calls`).
+
+Not built yet (docs/targets.md says so): mounts and ports.
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from nodus_cli import config
 from nodus_cli.catalog import Offer
 from nodus_cli.errors import NotRunnable
+from nodus_cli.functions import runtime
 from nodus_cli.planning.capabilities import Capabilities
 from nodus_cli.planning.ranking import Candidate, RuntimeLookup
 from nodus_cli.records import RunStatus, StageRecord, StageStatus, TaskRecord
+from nodus_cli.targets import calls
 from nodus_cli.targets.base import (
     Cleanup,
     ItemContext,
@@ -50,6 +55,7 @@ from nodus_cli.targets.base import (
 )
 from nodus_cli.targets.cluster.resources import price_share, tasks_per_node
 from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_limit
+from nodus_cli.targets.kubernetes import calls as kube_calls
 from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure, connect
 from nodus_cli.targets.kubernetes.indexed import IndexedRun, newest_by_index, split_job_id
@@ -171,6 +177,7 @@ class KubernetesTarget(Target):
                     + detail,
                     hint="`nodus nodes --target kubernetes` shows what each node holds",
                 )
+        kube_calls.check(workload, self.store.root)  # a call must fit in a Secret
         for stage in workload.stages:
             refused = _unsupported(stage)
             if refused is not None:
@@ -228,6 +235,8 @@ class KubernetesTarget(Target):
         with self._lock:
             self._jobs[task.key] = job
         try:
+            if task.stage.function is not None:
+                return self._call(task, ctx, job)
             return self._run(task, ctx, job)
         except NotRunnable as exc:
             said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
@@ -242,7 +251,17 @@ class KubernetesTarget(Target):
             with self._lock:
                 self._jobs.pop(task.key, None)
 
-    def _run(self, task: Task, ctx: TaskContext, job: following.Following) -> TaskEnd:
+    def _call(self, task: Task, ctx: TaskContext, job: following.Following) -> TaskEnd:
+        """A Python function's task (:mod:`.calls`): the image's ``python3`` runs the call;
+        its outcome comes back through the pod's log into the call's folder here."""
+        item = calls.folder_of(task, self.store.root).item(calls.item_of(task))
+        end = self._run(task, calls.Framed(ctx, item), job, runtime.INTERPRETERS[0])
+        return calls.ended(task, end, item)
+
+    def _run(
+        self, task: Task, ctx: TaskContext, job: following.Following, python: str | None = None
+    ) -> TaskEnd:
+        """Create the task's Job (with its call's Secret for a ``python`` call), follow it."""
         stage = task.stage
         labels = self._model_labels(stage) if stage.requirements.wants_gpu else []
         manifest = job_manifest(
@@ -252,8 +271,15 @@ class KubernetesTarget(Target):
             priority_class=self._priority_class,
             queue=self.settings.queue,
         )
-        self.cluster.create_job(manifest)
+        if python is not None:
+            kube_calls.attach(manifest, task, python)
+        made = self.cluster.create_job(manifest)
         job.created = True
+        if python is not None:  # owned by the Job: the pod waits for it to mount it
+            secret = kube_calls.call_secret(
+                task, self.store.root, job.name, self.cluster.namespace, made
+            )
+            self.cluster.create_secret(secret)
         ctx.submitted(
             f"created Job {job.name} in namespace {self.cluster.namespace}", job_id=job.name
         )
@@ -394,29 +420,27 @@ class KubernetesTarget(Target):
             self._delete(job.name)
 
     def cleanup(self, run_id: str) -> Cleanup:
-        """Delete every Job of the run still there, with its pods, and the ConfigMaps of
-        its items (``nodus stop``; the driver at each run's end)."""
+        """Delete every Job of the run still there, with its pods, and the ConfigMaps and
+        Secrets of its items and calls (``nodus stop``; the driver at each run's end)."""
         selector = f"{LABEL_RUN}={label_value(run_id)}"
+        cluster = self.cluster
         try:
-            jobs = self.cluster.jobs(selector)
-            maps = self.cluster.config_maps(selector)
+            found = [
+                ("Job", self._delete, cluster.jobs(selector)),
+                ("ConfigMap", cluster.delete_config_map, cluster.config_maps(selector)),
+                ("Secret", cluster.delete_secret, cluster.secrets(selector)),
+            ]
         except KubernetesFailure as exc:
             raise TargetFailure(exc.message) from None
         removed = []
-        for job in jobs:
-            meta = job.get("metadata") or {}
-            if (meta.get("labels") or {}).get(LABEL_RUN) != label_value(run_id):
-                continue  # a server that ignores the selector
-            with contextlib.suppress(KubernetesFailure):
-                if self._delete(str(meta.get("name"))):
-                    removed.append(f"Job {meta.get('name')}")
-        for doc in maps:
-            meta = doc.get("metadata") or {}
-            if (meta.get("labels") or {}).get(LABEL_RUN) != label_value(run_id):
-                continue
-            with contextlib.suppress(KubernetesFailure):
-                if self.cluster.delete_config_map(str(meta.get("name"))):
-                    removed.append(f"ConfigMap {meta.get('name')}")
+        for kind, delete, docs in found:
+            for doc in docs:
+                meta = doc.get("metadata") or {}
+                if (meta.get("labels") or {}).get(LABEL_RUN) != label_value(run_id):
+                    continue  # a server that ignores the selector
+                with contextlib.suppress(KubernetesFailure):
+                    if delete(str(meta.get("name"))):
+                        removed.append(f"{kind} {meta.get('name')}")
         return Cleanup(removed)
 
     # -- a run whose supervisor died ------------------------------------------------------
@@ -636,8 +660,6 @@ def _problems(n: NodeRecord) -> list[str]:
 
 def _unsupported(stage: Stage) -> str | None:
     """What a stage asks that this target cannot carry yet (None: nothing)."""
-    if stage.function is not None:
-        return "calls a Python function"
     if stage.mounts:
         return "mounts host paths (a pod gets no host path from nodus)"
     if stage.ports:

@@ -615,7 +615,7 @@ def test_a_killed_nodus_whose_job_was_deleted_records_it_failed(
     assert f"the Job {job['metadata']['name']} is gone (deleted)" in json.dumps(run)
 
 
-def test_functions_mounts_and_ports_are_refused_before_anything_is_created(
+def test_mounts_are_refused_before_anything_is_created(
     nodus: Nodus, kube_emulator: KubeEmulator, tmp_path: Path
 ) -> None:
     path = nodus.tmp / "mount.toml"
