@@ -15,7 +15,8 @@ an item does by deleting its pod: with ``backoffLimitPerIndex: 0`` the controlle
 that index failed and makes no other pod for it, and the other items go on. The Job
 deleted from outside ends every item still followed.
 
-:func:`item_job_id` and :func:`split_job_id` are the one spelling of an item's job id.
+:func:`item_job_id` and :func:`split_job_id` are the one spelling of an item's job id;
+:func:`items_words` says where the items of a running fan-out stage stand (``nodus runs``).
 
 Why apart from :mod:`.follow`: one Job for many items is its own loop (which pod is whose,
 who ended); the single Job's loop stays as it is.
@@ -42,7 +43,14 @@ from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
 from nodus_cli.targets.kubernetes.manifest import INDEX_ANNOTATION, items_config_map
 
-__all__ = ["IndexedRun", "item_job_id", "newest_by_index", "pod_index", "split_job_id"]
+__all__ = [
+    "IndexedRun",
+    "item_job_id",
+    "items_words",
+    "newest_by_index",
+    "pod_index",
+    "split_job_id",
+]
 
 
 def item_job_id(job: str, index: int) -> str:
@@ -74,6 +82,25 @@ def newest_by_index(pods: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         if index is not None:
             found[index] = pod
     return found
+
+
+def items_words(cluster: Cluster, items: Sequence[Any]) -> str | None:
+    """Where the pods of a fan-out stage's Indexed Jobs stand, from its items' records
+    (their ``job_id``): ``Indexed Job NAME: 2 running, 1 pending``; None: no such Job."""
+    jobs = sorted({split_job_id(t.job_id)[0] for t in items if t.job_id and "/" in t.job_id})
+    said = []
+    for name in jobs:
+        if cluster.job(name) is None:
+            said.append(f"Indexed Job {name} is gone")
+            continue
+        pods = newest_by_index(following.job_pods(cluster.pods(f"job-name={name}"), name))
+        counts: dict[str, int] = {}
+        for pod in pods.values():
+            phase = str((pod.get("status") or {}).get("phase") or "Pending").lower()
+            counts[phase] = counts.get(phase, 0) + 1
+        shown = ", ".join(f"{n} {phase}" for phase, n in sorted(counts.items()))
+        said.append(f"Indexed Job {name}: {shown or 'no pod yet'}")
+    return "; ".join(said) or None
 
 
 class _Item:

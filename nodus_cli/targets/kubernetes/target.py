@@ -58,7 +58,12 @@ from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_
 from nodus_cli.targets.kubernetes import calls as kube_calls
 from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure, connect
-from nodus_cli.targets.kubernetes.indexed import IndexedRun, newest_by_index, split_job_id
+from nodus_cli.targets.kubernetes.indexed import (
+    IndexedRun,
+    items_words,
+    newest_by_index,
+    split_job_id,
+)
 from nodus_cli.targets.kubernetes.manifest import (
     ITEMS_LIMIT,
     indexed_manifest,
@@ -588,7 +593,13 @@ class KubernetesTarget(Target):
 
     def describe(self, record: RunRecord) -> str | None:
         parts = []
-        for stage in record.stages:
+        for index, stage in enumerate(record.stages):
+            if stage.job_id is None and stage.status.active:  # a fan-out stage's items
+                try:
+                    said = items_words(self.cluster, self.store.tasks(record.id, index))
+                except KubernetesFailure as exc:
+                    return f"the cluster does not answer: {exc.message}"
+                parts += [f"{stage.name}: {said}"] if said else []
             if stage.job_id is None or not stage.status.active:
                 continue
             try:

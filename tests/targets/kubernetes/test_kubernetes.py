@@ -558,6 +558,8 @@ def test_stop_ends_each_item_of_an_indexed_job_and_a_killed_nodus_settles_each_i
     proc.communicate()
     [job] = kube_emulator.jobs()  # the cluster's: it goes on
     name = job["metadata"]["name"]
+    [run] = nodus.runs()
+    assert run["cluster"] == f"main: Indexed Job {name}: 1 pending, 2 running", run
     kube_emulator.end_pod(pods[0], 0)
     kube_emulator.end_pod(pods[1], 4)
     assert nodus.runs()[0]["status"] == "running"  # index 2 has not ended
