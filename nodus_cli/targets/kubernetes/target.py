@@ -105,6 +105,8 @@ class KubernetesTarget(Target):
         self._jobs: dict[str, following.Following] = {}
         #: The Indexed Job of each fan-out stage being followed, by the stage's name.
         self._indexed: dict[str, IndexedRun] = {}
+        #: Items told to stop before their stage's Indexed Job was made, by stage.
+        self._early: dict[str, set[int]] = {}
         self._lock = threading.Lock()
 
     # -- the cluster -------------------------------------------------------------------
@@ -405,6 +407,9 @@ class KubernetesTarget(Target):
         )
         with self._lock:
             self._indexed[stage.name] = run
+            early = self._early.pop(stage.name, set())
+        for index in early:  # told to stop before the Job was there
+            run.stop(index)
         try:
             run.run()
         finally:
@@ -415,8 +420,12 @@ class KubernetesTarget(Target):
         with self._lock:
             job = self._jobs.get(task.key)
             indexed = self._indexed.get(task.stage.name)
-        if job is None and indexed is not None and task.item is not None:
-            indexed.stop(task.item.index)
+        if job is None and task.item is not None and self.runs_items(task.stage):
+            if indexed is None:  # its Indexed Job is not made yet: stopped once it is
+                with self._lock:
+                    self._early.setdefault(task.stage.name, set()).add(task.item.index)
+            else:
+                indexed.stop(task.item.index)
             return
         if job is None:
             return
