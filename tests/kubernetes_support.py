@@ -15,8 +15,8 @@ A test drives the cluster through the API nodus uses, never by patching the clie
 creates nodes with real GPU-operator labels (:meth:`KubeEmulator.add_node`), patches a
 pod's phase and container state, creates Events and writes a pod's log
 (:meth:`KubeEmulator.run_pod`, :meth:`KubeEmulator.end_pod`, ...). Every Job created is
-recorded as it was sent (:meth:`KubeEmulator.manifests`), for the check against
-Kubernetes' own schemas.
+recorded as it was sent (:meth:`KubeEmulator.manifests`), and every ConfigMap, for the
+check against Kubernetes' own schemas.
 """
 
 from __future__ import annotations
@@ -165,13 +165,14 @@ class KubeEmulator:
         )
 
     def clear(self) -> None:
-        """Remove every node, job, pod and event (between tests)."""
+        """Remove every node, job, pod, event and ConfigMap (between tests)."""
         for doc in self.call("GET", "/api/v1/nodes")["items"]:
             self.call("DELETE", f"/api/v1/nodes/{doc['metadata']['name']}")
         for plural, base in (
             ("jobs", "/apis/batch/v1"),
             ("pods", "/api/v1"),
             ("events", "/api/v1"),
+            ("configmaps", "/api/v1"),
         ):
             for doc in self.call("GET", f"{base}/{plural}")["items"]:
                 meta = doc["metadata"]
@@ -187,7 +188,7 @@ class KubeEmulator:
     # -- jobs and pods ---------------------------------------------------------------------
 
     def manifests(self) -> list[dict[str, Any]]:
-        """Every Job created so far, as it was sent."""
+        """Every Job and ConfigMap created so far, as it was sent."""
         if not self.record.exists():
             return []
         return [json.loads(line) for line in self.record.read_text().splitlines() if line]

@@ -9,19 +9,38 @@ turns the container's end into the task's, with the words the records keep ("rai
 ValueError: ...", "the image ... runs Python 3.10.13, and the function needs Python
 3.11 ..."). What the target itself knows better (out of memory with the limit named,
 killed from outside, stopped by nodus, the engine lost) it keeps.
+
+A target whose nodes cannot mount the caller's folder (Swarm, Kubernetes) gets the outcome
+back through the task's output: the runtime prints its files as frames of base64 lines
+(``bootstrap.py --unpack``), and :class:`Framed` cuts them out of the output into the
+call's item folder, so that :func:`ended` reads them as on the local target.
 """
 
 from __future__ import annotations
 
+import base64
+import os
 from pathlib import Path
+from typing import Any
 
 from nodus_cli.functions import outcome
 from nodus_cli.functions.layout import CallFolder
 from nodus_cli.structs import replace
-from nodus_cli.targets.base import Task, TaskEnd, TaskState
+from nodus_cli.targets.base import (
+    OutputStream,
+    Pending,
+    Started,
+    Task,
+    TaskContext,
+    TaskEnd,
+    TaskState,
+)
 from nodus_cli.workload import FunctionCall
 
-__all__ = ["ended", "folder_of", "item_of", "no_python"]
+__all__ = ["FRAME", "Framed", "ended", "folder_of", "item_of", "no_python"]
+
+#: What an output line that carries a piece of the outcome starts with (the runtime's).
+FRAME = "\x1enodus-frame"
 
 
 def folder_of(task: Task, home: Path) -> CallFolder:
@@ -65,3 +84,49 @@ def _function(task: Task) -> FunctionCall:
     fc = task.stage.function
     assert fc is not None, f"task {task.key} calls no function"
     return fc
+
+
+class Framed:
+    """A task's context whose output carries the outcome's frames: those are written into
+    the item's folder here; every other line passes on."""
+
+    def __init__(self, ctx: TaskContext, item: Path) -> None:
+        self.ctx = ctx
+        self.item = item
+        self._file: Any = None
+        self._name = ""
+
+    def say(self, message: str) -> None:
+        self.ctx.say(message)
+
+    def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
+        self.ctx.submitted(note, job_id)
+
+    def waiting(self, pending: Pending) -> None:
+        self.ctx.waiting(pending)
+
+    def started(self, info: Started) -> None:
+        self.ctx.started(info)
+
+    def emit(self, stream: OutputStream, text: str) -> None:
+        if stream != "stdout" or not text.startswith(FRAME):
+            self.ctx.emit(stream, text)
+            return
+        body = text[len(FRAME) :].lstrip(" ")
+        if body.startswith("begin "):
+            self._close()
+            self._name = os.path.basename(body.split(" ")[1])
+            self.item.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.item / f".{self._name}.part", "wb")  # noqa: SIM115
+        elif body.startswith("end "):
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+                os.replace(self.item / f".{self._name}.part", self.item / self._name)
+        elif self._file is not None:
+            self._file.write(base64.b64decode(body))
+
+    def _close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

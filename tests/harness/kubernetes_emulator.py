@@ -5,7 +5,8 @@ it serves kmock's ``KubernetesEmulator`` (Nodes, Pods, Events, Jobs, stored in m
 served as the real API serves them to the official client) on 127.0.0.1, prints
 ``PORT=N`` once it listens, and runs until SIGTERM (``--load FILE``: objects to serve from
 the start, for a benchmark's thousand nodes; ``--record FILE``: each Job created is
-appended there, for the tests that check every manifest against Kubernetes' schemas).
+appended there, and each ConfigMap and Secret, for the tests that check every manifest against
+Kubernetes' schemas).
 The test drives it through the same HTTP API nodus uses: it creates the nodes (with real
 GPU-operator labels), patches pod phases and container states, creates Events, and
 writes a pod's log into its annotation ``emulator.nodus.test/log``.
@@ -17,6 +18,11 @@ cannot run (no scheduler, no kubelet):
   Kueue does when it admits it) gets one pod from its template, ``Pending`` and
   unscheduled (labels ``job-name``, ``batch.kubernetes.io/job-name``);
   deleting a Job deletes its pods (the garbage collector's part);
+* an Indexed Job (``completionMode: Indexed``) gets one pod per index, at most
+  ``parallelism`` not ended at once: each pod carries its index as the controller writes
+  it (annotation and label ``batch.kubernetes.io/job-completion-index``, the
+  ``JOB_COMPLETION_INDEX`` variable), and a pod that ends (or is deleted) makes room for
+  the next index (no index gets a second pod: ``backoffLimitPerIndex: 0``);
 * ``GET .../pods/NAME/log`` answers the pod's annotation ``emulator.nodus.test/log``;
 * the bearer token ``expired-token`` is answered 401, namespace ``forbidden`` 403, and
   creating anything in namespace ``missing`` 404 (listing there finds nothing, as on a
@@ -41,6 +47,7 @@ from kmock import KubernetesEmulator, KubernetesError, Server, resource
 
 LOG_ANNOTATION = "emulator.nodus.test/log"
 PODS = resource("", "v1", "pods")
+INDEX = "batch.kubernetes.io/job-completion-index"
 CORE = ("nodes", "pods", "events", "namespaces", "configmaps", "secrets")
 
 
@@ -84,11 +91,18 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
             annotations = (obj.get("metadata") or {}).get("annotations") or {}
             return aiohttp.web.Response(text=annotations.get(LOG_ANNOTATION, ""))
         answer = await super()._handle(request)
-        if _is(request, "batch", "jobs") and request.method == "POST" and answer.status < 300:
-            if self.record:
-                with open(self.record, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(request.data) + "\n")
+        made = request.method == "POST" and answer.status < 300
+        recorded = _is(request, "batch", "jobs") or any(
+            _is(request, "", plural) for plural in ("configmaps", "secrets")
+        )
+        if made and recorded and self.record:
+            with open(self.record, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(request.data) + "\n")
+        if _is(request, "batch", "jobs") and made:
             self._job_pod(request.data)
+        pod_changed = request.method in ("PATCH", "DELETE") and answer.status < 300
+        if _is(request, "", "pods") and pod_changed and request.name:
+            self._next_indexes(request.namespace, request.name)
         if _is(request, "batch", "jobs") and request.method == "PATCH" and answer.status < 300:
             spec = (request.data or {}).get("spec") or {}
             if spec.get("suspend") is False:  # Kueue admits it: the controller makes its pod
@@ -101,21 +115,89 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
         return answer
 
     def _job_pod(self, job: dict[str, Any]) -> None:
-        meta = job.get("metadata") or {}
-        if (job.get("spec") or {}).get("suspend"):
+        spec = job.get("spec") or {}
+        if spec.get("suspend"):
             return
+        if spec.get("completionMode") != "Indexed":
+            self._make_pod(job, None)
+            return
+        at_once = min(int(spec.get("parallelism", 1)), int(spec.get("completions", 1)))
+        for index in range(at_once):
+            self._make_pod(job, index)
+
+    def _pods_of(self, namespace: str, job: str) -> list[Any]:
+        return [
+            stored
+            for (res, ns, _), stored in list(self.objects.items())
+            if res == PODS
+            and ns == namespace
+            and ((stored.get("metadata") or {}).get("labels") or {}).get("job-name") == job
+        ]
+
+    def _next_indexes(self, namespace: str, pod: str) -> None:
+        """A pod of an Indexed Job ended or was deleted: the next indexes get theirs."""
+        stored = next(
+            (
+                o
+                for (res, ns, n), o in self.objects.items()
+                if (res, ns, n) == (PODS, namespace, pod)
+            ),
+            None,
+        )
+        if stored is None:
+            return
+        job_name = ((stored.get("metadata") or {}).get("labels") or {}).get("job-name")
+        job = next(
+            (
+                o
+                for (res, ns, n), o in self.objects.items()
+                if res.plural == "jobs" and (ns, n) == (namespace, job_name) and not o.deleted
+            ),
+            None,
+        )
+        spec = (job.get("spec") or {}) if job is not None else {}
+        if job is None or spec.get("completionMode") != "Indexed" or spec.get("suspend"):
+            return
+        pods = self._pods_of(namespace, str(job_name))
+        made = {int(((p.get("metadata") or {}).get("labels") or {}).get(INDEX, -1)) for p in pods}
+        live = [
+            p
+            for p in pods
+            if not p.deleted and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        room = int(spec.get("parallelism", 1)) - len(live)
+        for index in range(int(spec.get("completions", 1))):
+            if room <= 0:
+                break
+            if index not in made:
+                self._make_pod(job.raw, index)
+                room -= 1
+
+    def _make_pod(self, job: dict[str, Any], index: int | None) -> None:
+        meta = job.get("metadata") or {}
         name = str(meta["name"])
         suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
         template = (job.get("spec") or {}).get("template") or {}
         labels = dict((template.get("metadata") or {}).get("labels") or {})
         labels.update({"job-name": name, "batch.kubernetes.io/job-name": name})
-        self.objects[PODS, meta.get("namespace"), f"{name}-{suffix}"] = {
+        pod_spec = json.loads(json.dumps(template.get("spec") or {}))
+        annotations = {}
+        pod_name = f"{name}-{suffix}"
+        if index is not None:
+            labels[INDEX] = annotations[INDEX] = str(index)
+            pod_name = f"{name}-{index}-{suffix}"
+            for container in pod_spec.get("containers") or ():
+                container.setdefault("env", []).append(
+                    {"name": "JOB_COMPLETION_INDEX", "value": str(index)}
+                )
+        self.objects[PODS, meta.get("namespace"), pod_name] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {
-                "name": f"{name}-{suffix}",
+                "name": pod_name,
                 "namespace": meta.get("namespace"),
                 "labels": labels,
+                "annotations": annotations,
                 "creationTimestamp": _now(),
                 "ownerReferences": [
                     {
@@ -127,7 +209,7 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
                     }
                 ],
             },
-            "spec": template.get("spec") or {},
+            "spec": pod_spec,
             "status": {"phase": "Pending"},
         }
 

@@ -279,6 +279,78 @@ class Cluster:
             raise
         return True
 
+    def delete_pod(self, name: str) -> bool:
+        """Delete one pod (False: it was already gone)."""
+        try:
+            self._call(f"delete pod {name}", self.core.delete_namespaced_pod, name, self.namespace)
+        except KubernetesFailure as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def create_config_map(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        name = manifest["metadata"]["name"]
+        doc: dict[str, Any] = self._call(
+            f"create ConfigMap {name}",
+            self.core.create_namespaced_config_map,
+            self.namespace,
+            manifest,
+        )
+        return doc
+
+    def config_maps(self, selector: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._call(
+            "list ConfigMaps",
+            self.core.list_namespaced_config_map,
+            self.namespace,
+            label_selector=selector,
+        )["items"]
+        return items
+
+    def delete_config_map(self, name: str) -> bool:
+        """Delete one ConfigMap (False: it was already gone)."""
+        try:
+            self._call(
+                f"delete ConfigMap {name}",
+                self.core.delete_namespaced_config_map,
+                name,
+                self.namespace,
+            )
+        except KubernetesFailure as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def create_secret(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        name = manifest["metadata"]["name"]
+        doc: dict[str, Any] = self._call(
+            f"create Secret {name}", self.core.create_namespaced_secret, self.namespace, manifest
+        )
+        return doc
+
+    def secrets(self, selector: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._call(
+            "list Secrets",
+            self.core.list_namespaced_secret,
+            self.namespace,
+            label_selector=selector,
+        )["items"]
+        return items
+
+    def delete_secret(self, name: str) -> bool:
+        """Delete one Secret (False: it was already gone)."""
+        try:
+            self._call(
+                f"delete Secret {name}", self.core.delete_namespaced_secret, name, self.namespace
+            )
+        except KubernetesFailure as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     def pods(self, selector: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = self._call(
             "list pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector

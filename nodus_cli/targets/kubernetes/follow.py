@@ -33,6 +33,7 @@ __all__ = [
     "Following",
     "follow",
     "job_pods",
+    "look",
     "pending_kind",
     "pending_reason",
     "pod_end",
@@ -263,7 +264,12 @@ def _once(
         key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")),
         default=None,
     )
-    return _look(
+
+    def remove() -> str:
+        cluster.delete_job(name)
+        return "its Job"
+
+    return look(
         cluster,
         following,
         ctx,
@@ -276,10 +282,11 @@ def _once(
         queue_ok,
         queue_name,
         wants,
+        remove,
     )
 
 
-def _look(
+def look(
     cluster: Cluster,
     following: Following,
     ctx: TaskContext,
@@ -292,13 +299,16 @@ def _look(
     queue_ok: bool,
     queue_name: str | None,
     wants: str,
+    remove: Callable[[], str],
 ) -> TaskEnd | None:
-    """One look at the Job and its pod: the task's end, or None while it goes on."""
+    """One look at the Job and its (newest) pod: the task's end, or None while it goes
+    on. ``remove()`` deletes what the task made (its Job; an item of an Indexed Job: its
+    pod) and says what, for a task that must not go on."""
     name = following.name
     if following.stopping:
         # nodus deletes the Job (again, if the first try failed); its pod going away
         # says nothing new: the Job's absence ends the task
-        cluster.delete_job(name)
+        remove()
         return None
     if pod is None:
         failed = _job_failed(job)
@@ -317,7 +327,7 @@ def _look(
     pod_name = str((pod.get("metadata") or {}).get("name"))
     problem = pull_problem(pod, image)
     if problem is not None:
-        cluster.delete_job(name)
+        remove()
         return problem
     status = pod.get("status") or {}
     node = (pod.get("spec") or {}).get("nodeName")
@@ -332,12 +342,12 @@ def _look(
                 f"; {held}" if held else ""
             )
             if not queue_ok:
-                cluster.delete_job(name)
+                removed = remove()
                 return TaskEnd(
                     TaskState.KILLED,
                     3,
                     f"--no-wait: the cluster could not place pod {pod_name} at once: {words}; "
-                    "deleted its Job",
+                    f"deleted {removed}",
                 )
         if words != following.said:
             following.said = words

@@ -11,6 +11,16 @@ the same model and count); a configured PriorityClass and Kueue queue (Kueue adm
 Job created suspended). Every manifest is checked against Kubernetes' own schemas in the
 tests (``kubernetes-validate``).
 
+A fan-out stage whose command runs through the shell is one Indexed Job
+(:func:`indexed_manifest`): ``completionMode: Indexed``, ``completions`` one per item,
+``parallelism`` its ``parallel``, ``backoffLimitPerIndex: 0`` (an item that fails fails
+alone: the others go on, and nodus retries it as a Job of its own). The items are a
+ConfigMap (:func:`items_config_map`, one key per index, owned by the Job so that the
+cluster deletes it with the Job) mounted at :data:`ITEMS_DIR`; ``NODUS_ITEM_INDEX`` is the
+pod's ``batch.kubernetes.io/job-completion-index`` annotation, and a ``/bin/sh`` line
+before the stage's own command reads ``NODUS_ITEM`` from the file of that index (the
+command already needs the shell; a stage without one runs one Job per item).
+
 Why apart: the manifest is the contract with the cluster; it is tested without one.
 """
 
@@ -18,8 +28,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from nodus_cli.structs import replace
 from nodus_cli.targets.base import Task
 from nodus_cli.targets.docker.containers import (
     LABEL_ITEM,
@@ -31,12 +43,35 @@ from nodus_cli.targets.docker.containers import (
 )
 from nodus_cli.targets.kubernetes.nodes import GPU_RESOURCE, GPU_TAINT
 
-__all__ = ["CONTAINER", "QUEUE_LABEL", "job_manifest", "job_name", "label_value"]
+__all__ = [
+    "CONTAINER",
+    "INDEX_ANNOTATION",
+    "ITEMS_DIR",
+    "ITEMS_LIMIT",
+    "QUEUE_LABEL",
+    "indexed_manifest",
+    "items_config_map",
+    "items_job_name",
+    "items_size",
+    "job_manifest",
+    "job_name",
+    "label_value",
+]
 
 #: The name of the one container of a task's pod.
 CONTAINER = "task"
 #: The label Kueue reads a Job's LocalQueue from.
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: Where the items of an Indexed Job are mounted in its pods (one file per index).
+ITEMS_DIR = "/var/run/nodus/items"
+#: The annotation (and label) the Job controller gives each pod of an Indexed Job.
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+#: The most a ConfigMap may hold (the API server refuses more): 1 MiB.
+ITEMS_LIMIT = 1024 * 1024
+#: What each pod of an Indexed Job runs before the stage's command: its own item.
+_READ_ITEM = (
+    f'NODUS_ITEM="$(cat "{ITEMS_DIR}/$NODUS_ITEM_INDEX")" || exit 126; export NODUS_ITEM; exec "$@"'
+)
 _UNSAFE = re.compile(r"[^a-z0-9-]+")
 _LABEL_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -51,6 +86,20 @@ def job_name(task: Task) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{name[:54].rstrip('-')}-{digest}"
+
+
+def items_job_name(task: Task) -> str:
+    """``nodus-RUN-STAGE-items`` (as :func:`job_name`): the Indexed Job of a fan-out stage."""
+    name = _UNSAFE.sub("-", f"nodus-{task.run_id}-{task.stage.name}".lower()).strip("-")
+    if len(name) <= 57:
+        return f"{name}-items"
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:48].rstrip('-')}-{digest}-items"
+
+
+def items_size(items: Sequence[str]) -> int:
+    """The bytes a fan-out stage's ``items`` take in their ConfigMap (keys and values)."""
+    return sum(len(str(i)) + len(value.encode()) for i, value in enumerate(items))
 
 
 def label_value(text: str) -> str:
@@ -148,4 +197,69 @@ def job_manifest(
         "kind": "Job",
         "metadata": {"name": job_name(task), "namespace": namespace, "labels": job_labels},
         "spec": spec,
+    }
+
+
+def indexed_manifest(
+    tasks: Sequence[Task],
+    namespace: str,
+    model_labels: list[tuple[str, str]],
+    parallel: int,
+    priority_class: str | None = None,
+    queue: str | None = None,
+) -> dict[str, Any]:
+    """The Indexed Job of every item of a fan-out stage (see the module): ``tasks`` its
+    items in order, ``parallel`` how many pods run at once at most. The stage's command
+    runs through the shell (``stage.shell``)."""
+    first = tasks[0]
+    assert first.item is not None and first.stage.shell and first.stage.command
+    doc = job_manifest(replace(first, item=None), namespace, model_labels, priority_class, queue)
+    doc["metadata"]["name"] = items_job_name(first)
+    spec = doc["spec"]
+    spec.pop("backoffLimit")
+    spec.update(
+        completionMode="Indexed",
+        completions=len(tasks),
+        parallelism=max(1, min(parallel, len(tasks))),
+        backoffLimitPerIndex=0,  # an item that fails fails alone; nodus retries it
+    )
+    pod = spec["template"]["spec"]
+    container = pod["containers"][0]
+    container["env"] += [
+        {
+            "name": "NODUS_ITEM_INDEX",
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}},
+        },
+        {"name": "NODUS_ITEM_COUNT", "value": str(len(tasks))},
+    ]
+    container["command"] = ["/bin/sh", "-c", _READ_ITEM, "nodus-item", *first.stage.command]
+    container.pop("args", None)
+    container["volumeMounts"].append({"name": "items", "mountPath": ITEMS_DIR, "readOnly": True})
+    pod["volumes"].append({"name": "items", "configMap": {"name": doc["metadata"]["name"]}})
+    return doc
+
+
+def items_config_map(
+    tasks: Sequence[Task], namespace: str, job: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ConfigMap of a fan-out stage's items (key: the index, value: the item), named
+    as its Indexed Job; ``job``: the Job as the server answered (its ``uid``), which then
+    owns it (the cluster's garbage collector deletes it with the Job)."""
+    first = tasks[0]
+    labels = {LABEL_RUN: label_value(first.run_id), LABEL_STAGE: label_value(first.stage.name)}
+    meta: dict[str, Any] = {
+        "name": items_job_name(first),
+        "namespace": namespace,
+        "labels": labels,
+    }
+    uid = ((job or {}).get("metadata") or {}).get("uid")
+    if uid:
+        meta["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": uid}
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": meta,
+        "data": {str(t.item.index): t.item.value for t in tasks if t.item is not None},
     }

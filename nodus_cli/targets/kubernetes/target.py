@@ -12,25 +12,36 @@ job id, a nodus process that dies leaves the Job running, and the next nodus com
 how it ended (:meth:`KubernetesTarget.settle`). Only ``nodus stop`` (or Ctrl-C on the
 supervising process) deletes it, with its pods.
 
-Not built yet (docs/targets.md says so): Indexed Jobs for fan-out stages (each item is a
-Job of its own), Python functions, mounts and ports.
+A fan-out stage whose command runs through the shell is one Indexed Job (:mod:`.indexed`:
+:meth:`KubernetesTarget.runs_items`), its items a ConfigMap; each item is followed, stopped,
+retried (as a Job of its own) and settled on its own. Any other fan-out stage (an exec-form
+command, items over a ConfigMap's 1 MiB) is one Job per item.
+
+A Python function's task carries its call in a Secret and its outcome back through the
+pod's log (:mod:`.calls`).
+
+Not built yet (docs/targets.md says so): mounts and ports.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from nodus_cli import config
 from nodus_cli.catalog import Offer
 from nodus_cli.errors import NotRunnable
+from nodus_cli.functions import runtime
 from nodus_cli.planning.capabilities import Capabilities
 from nodus_cli.planning.ranking import Candidate, RuntimeLookup
-from nodus_cli.records import RunStatus, StageRecord, StageStatus
+from nodus_cli.records import RunStatus, StageRecord, StageStatus, TaskRecord
+from nodus_cli.targets import calls
 from nodus_cli.targets.base import (
     Cleanup,
+    ItemContext,
     NodeInfo,
     Preparation,
     Settled,
@@ -42,10 +53,25 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.resources import price_share, tasks_per_node
 from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_limit
+from nodus_cli.targets.kubernetes import calls as kube_calls
 from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure, connect
-from nodus_cli.targets.kubernetes.manifest import job_manifest, job_name, label_value
+from nodus_cli.targets.kubernetes.indexed import (
+    IndexedRun,
+    items_words,
+    newest_by_index,
+    split_job_id,
+)
+from nodus_cli.targets.kubernetes.manifest import (
+    ITEMS_LIMIT,
+    indexed_manifest,
+    items_size,
+    job_manifest,
+    job_name,
+    label_value,
+)
 from nodus_cli.targets.kubernetes.nodes import NodeRecord, node_records
 
 if TYPE_CHECKING:
@@ -77,6 +103,10 @@ class KubernetesTarget(Target):
         #: The PriorityClass of this run's pods (its ``priority``, the configuration).
         self._priority_class = self.settings.priority_class
         self._jobs: dict[str, following.Following] = {}
+        #: The Indexed Job of each fan-out stage being followed, by the stage's name.
+        self._indexed: dict[str, IndexedRun] = {}
+        #: Items told to stop before their stage's Indexed Job was made, by stage.
+        self._early: dict[str, set[int]] = {}
         self._lock = threading.Lock()
 
     # -- the cluster -------------------------------------------------------------------
@@ -154,6 +184,7 @@ class KubernetesTarget(Target):
                     + detail,
                     hint="`nodus nodes --target kubernetes` shows what each node holds",
                 )
+        kube_calls.check(workload, self.store.root)  # a call must fit in a Secret
         for stage in workload.stages:
             refused = _unsupported(stage)
             if refused is not None:
@@ -169,17 +200,15 @@ class KubernetesTarget(Target):
         return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
 
     def capacity(self, stage: Stage, plan: StagePlan) -> int:
-        """Jobs of a fan-out stage created at once: what the usable nodes the plan names
-        hold (their GPUs, else their CPUs); the scheduler queues the rest."""
+        """Jobs of a fan-out stage created at once: the tasks the usable nodes the plan
+        names hold (:func:`~nodus_cli.targets.cluster.resources.tasks_per_node`); the
+        scheduler queues the rest."""
         names = {c.offer.machine_id for c in plan.candidates}
-        req = stage.requirements
-        total = 0
-        for n in self._all_nodes():
-            if n.usable and n.name in names:
-                if req.wants_gpu:
-                    total += n.gpus // max(1, req.gpu_count)
-                else:
-                    total += max(1, int(n.cpus // req.cpu)) if req.cpu else 1
+        total = sum(
+            tasks_per_node(stage.requirements, gpus=n.gpus, cpus=n.cpus)
+            for n in self._all_nodes()
+            if n.usable and n.name in names
+        )
         return max(1, total)
 
     # -- running -----------------------------------------------------------------------
@@ -213,6 +242,8 @@ class KubernetesTarget(Target):
         with self._lock:
             self._jobs[task.key] = job
         try:
+            if task.stage.function is not None:
+                return self._call(task, ctx, job)
             return self._run(task, ctx, job)
         except NotRunnable as exc:
             said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
@@ -227,7 +258,17 @@ class KubernetesTarget(Target):
             with self._lock:
                 self._jobs.pop(task.key, None)
 
-    def _run(self, task: Task, ctx: TaskContext, job: following.Following) -> TaskEnd:
+    def _call(self, task: Task, ctx: TaskContext, job: following.Following) -> TaskEnd:
+        """A Python function's task (:mod:`.calls`): the image's ``python3`` runs the call;
+        its outcome comes back through the pod's log into the call's folder here."""
+        item = calls.folder_of(task, self.store.root).item(calls.item_of(task))
+        end = self._run(task, calls.Framed(ctx, item), job, runtime.INTERPRETERS[0])
+        return calls.ended(task, end, item)
+
+    def _run(
+        self, task: Task, ctx: TaskContext, job: following.Following, python: str | None = None
+    ) -> TaskEnd:
+        """Create the task's Job (with its call's Secret for a ``python`` call), follow it."""
         stage = task.stage
         labels = self._model_labels(stage) if stage.requirements.wants_gpu else []
         manifest = job_manifest(
@@ -237,8 +278,15 @@ class KubernetesTarget(Target):
             priority_class=self._priority_class,
             queue=self.settings.queue,
         )
-        self.cluster.create_job(manifest)
+        if python is not None:
+            kube_calls.attach(manifest, task, python)
+        made = self.cluster.create_job(manifest)
         job.created = True
+        if python is not None:  # owned by the Job: the pod waits for it to mount it
+            secret = kube_calls.call_secret(
+                task, self.store.root, job.name, self.cluster.namespace, made
+            )
+            self.cluster.create_secret(secret)
         ctx.submitted(
             f"created Job {job.name} in namespace {self.cluster.namespace}", job_id=job.name
         )
@@ -271,9 +319,11 @@ class KubernetesTarget(Target):
 
     def _started(self, task: Task, where: str) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
-        price = self._price(node) if node is not None else 0.0
-        if node is not None and node.gpus:
-            price *= task.stage.requirements.gpu_count / node.gpus
+        price = 0.0
+        if node is not None:  # the share of the node one task of the stage pays
+            price = price_share(
+                self._price(node), task.stage.requirements, gpus=node.gpus, cpus=node.cpus
+            )
         config_doc = self._offer(node)._asdict() if node is not None else None
         return Started(node=where, price_per_hour=price, config=config_doc)
 
@@ -311,9 +361,72 @@ class KubernetesTarget(Target):
     def _delete(self, name: str) -> bool:
         return self.cluster.delete_job(name)
 
+    # -- a fan-out stage as one Indexed Job (:mod:`.indexed`) ------------------------------
+
+    def runs_items(self, stage: Stage) -> bool:
+        """A fan-out stage whose command runs through the shell, with items that fit in a
+        ConfigMap, is one Indexed Job (the shell reads each pod's item)."""
+        return (
+            stage.function is None
+            and stage.shell
+            and bool(stage.command)
+            and stage.map is not None
+            and items_size(stage.map.items) < ITEMS_LIMIT - 4096  # room for the metadata
+        )
+
+    def run_items(
+        self, tasks: Sequence[Task], contexts: Sequence[ItemContext], parallel: int
+    ) -> None:
+        stage = tasks[0].stage
+        try:
+            labels = self._model_labels(stage) if stage.requirements.wants_gpu else []
+        except NotRunnable as exc:
+            for ctx in contexts:
+                ctx.ended(TaskEnd(TaskState.CANNOT_START, 1, exc.message))
+            return
+        manifest = indexed_manifest(
+            tasks,
+            self.cluster.namespace,
+            labels,
+            parallel,
+            priority_class=self._priority_class,
+            queue=self.settings.queue,
+        )
+        memory = memory_bytes(stage.requirements.cpu, stage.requirements.memory_gb)
+        run = IndexedRun(
+            self.cluster,
+            tasks,
+            contexts,
+            manifest,
+            memory_said=memory_limit(memory),
+            started=self._started,
+            holders=lambda: self._holders(labels),
+            queue_ok=self._queue,
+            queue_name=self.settings.queue,
+            wants=self._wants(stage),
+        )
+        with self._lock:
+            self._indexed[stage.name] = run
+            early = self._early.pop(stage.name, set())
+        for index in early:  # told to stop before the Job was there
+            run.stop(index)
+        try:
+            run.run()
+        finally:
+            with self._lock:
+                self._indexed.pop(stage.name, None)
+
     def stop_task(self, task: Task) -> None:
         with self._lock:
             job = self._jobs.get(task.key)
+            indexed = self._indexed.get(task.stage.name)
+        if job is None and task.item is not None and self.runs_items(task.stage):
+            if indexed is None:  # its Indexed Job is not made yet: stopped once it is
+                with self._lock:
+                    self._early.setdefault(task.stage.name, set()).add(task.item.index)
+            else:
+                indexed.stop(task.item.index)
+            return
         if job is None:
             return
         job.stopping = True
@@ -321,19 +434,27 @@ class KubernetesTarget(Target):
             self._delete(job.name)
 
     def cleanup(self, run_id: str) -> Cleanup:
-        """Delete every Job of the run still there, with its pods (``nodus stop``)."""
+        """Delete every Job of the run still there, with its pods, and the ConfigMaps and
+        Secrets of its items and calls (``nodus stop``; the driver at each run's end)."""
+        selector = f"{LABEL_RUN}={label_value(run_id)}"
+        cluster = self.cluster
         try:
-            jobs = self.cluster.jobs(f"{LABEL_RUN}={label_value(run_id)}")
+            found = [
+                ("Job", self._delete, cluster.jobs(selector)),
+                ("ConfigMap", cluster.delete_config_map, cluster.config_maps(selector)),
+                ("Secret", cluster.delete_secret, cluster.secrets(selector)),
+            ]
         except KubernetesFailure as exc:
             raise TargetFailure(exc.message) from None
         removed = []
-        for job in jobs:
-            meta = job.get("metadata") or {}
-            if (meta.get("labels") or {}).get(LABEL_RUN) != label_value(run_id):
-                continue  # a server that ignores the selector
-            with contextlib.suppress(KubernetesFailure):
-                if self._delete(str(meta.get("name"))):
-                    removed.append(f"Job {meta.get('name')}")
+        for kind, delete, docs in found:
+            for doc in docs:
+                meta = doc.get("metadata") or {}
+                if (meta.get("labels") or {}).get(LABEL_RUN) != label_value(run_id):
+                    continue  # a server that ignores the selector
+                with contextlib.suppress(KubernetesFailure):
+                    if delete(str(meta.get("name"))):
+                        removed.append(f"{kind} {meta.get('name')}")
         return Cleanup(removed)
 
     # -- a run whose supervisor died ------------------------------------------------------
@@ -361,18 +482,96 @@ class KubernetesTarget(Target):
         status = job.get("status") or {}
         return end, _seconds(status.get("startTime"), status.get("completionTime"))
 
+    def _item_end(self, job_id: str) -> tuple[TaskEnd, float, str | None] | None:
+        """How an item ended (its own Job, or its index of an Indexed Job), how long it ran
+        and on which node (None: it still runs or waits)."""
+        name, index = split_job_id(job_id)
+        if index is None:
+            found = self._job_end(name)
+            return None if found is None else (*found, None)
+        job = self.cluster.job(name)
+        if job is None:
+            return TaskEnd(TaskState.KILLED, 137, f"the Job {name} is gone (deleted)"), 0.0, None
+        pods = following.job_pods(self.cluster.pods(f"job-name={name}"), name)
+        pod = newest_by_index(pods).get(index)
+        if pod is None:
+            for condition in (job.get("status") or {}).get("conditions") or ():
+                if condition.get("type") == "Failed" and condition.get("status") == "True":
+                    said = condition.get("message") or condition.get("reason")
+                    words = f"the Job {name} failed before index {index} ran: {said}"
+                    return TaskEnd(TaskState.KILLED, 1, words), 0.0, None
+            return None
+        end = following.pod_end(pod, "its memory limit")
+        if end is None:
+            return None
+        statuses = (pod.get("status") or {}).get("containerStatuses") or [{}]
+        ended = (statuses[0].get("state") or {}).get("terminated") or {}
+        seconds = _seconds(ended.get("startedAt"), ended.get("finishedAt"))
+        return end, seconds, (pod.get("spec") or {}).get("nodeName")
+
+    def _settle_items(
+        self, record: RunRecord, index: int, stage: StageRecord
+    ) -> tuple[list[TaskRecord], TaskEnd, str] | bool | None:
+        """A fan-out stage's items as the cluster ended them (changed in place): the items,
+        the stage's end and the words of its first failure; None while one still runs or
+        waits; False: no item was created."""
+        items = self.store.tasks(record.id, index)
+        if not any(t.job_id for t in items):
+            return False
+        for t in items:
+            if not t.status.active or t.job_id is None:
+                continue
+            found = self._item_end(t.job_id)
+            if found is None:
+                return None
+            end, seconds, node = found
+            ok = end.state == TaskState.EXITED and end.exit_code == 0
+            t.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
+            t.exit_code = end.exit_code
+            t.runtime_seconds = seconds
+            t.cost = seconds / 3600 * record.price_per_hour
+            t.node = t.node or node
+            t.message = None if ok else end.message
+        failed = [t for t in items if t.status == StageStatus.FAILED or t.status.active]
+        stage.cost = sum(t.cost for t in items)
+        if not failed:
+            stage.status, stage.exit_code, stage.message = StageStatus.SUCCEEDED, 0, None
+            return items, TaskEnd(TaskState.EXITED, 0), f"{len(items)} of {len(items)} items"
+        first = failed[0]
+        code = first.exit_code or 1
+        lost = "nodus ended before it created it"
+        why = first.message or (lost if first.status.active else f"exited with {code}")
+        message = (
+            f"stage {stage.name!r}: {len(failed)} of {len(items)} items failed "
+            f"(item {first.index}: {why})"
+        )
+        stage.status, stage.exit_code, stage.message = StageStatus.FAILED, code, message
+        return items, TaskEnd(TaskState.EXITED, code, message), message
+
     def settle(self, record: RunRecord) -> Settled | None:
         stages: dict[int, StageRecord] = {}
+        tasks: dict[int, list[TaskRecord]] = {}
         last: TaskEnd | None = None
         last_job = ""
         for index, stage in enumerate(record.stages):
-            if stage.job_id is None or not stage.status.active:
+            if not stage.status.active:
+                continue
+            if stage.job_id is None:  # a fan-out stage: its items' jobs
+                settled = self._settle_items(record, index, stage)
+                if settled is None:
+                    return None
+                if settled is False:
+                    continue
+                assert settled is not True
+                tasks[index], last, words = settled
+                stages[index] = stage
+                last_job = f"the items of stage {stage.name!r} went on: {words}"
                 continue
             found = self._job_end(stage.job_id)
             if found is None:
                 return None
             end, seconds = found
-            last, last_job = end, stage.job_id
+            last, last_job = end, f"Job {stage.job_id} went on"
             ok = end.state == TaskState.EXITED and end.exit_code == 0
             stage.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
             stage.exit_code = end.exit_code
@@ -380,7 +579,11 @@ class KubernetesTarget(Target):
             stage.cost = seconds / 3600 * record.price_per_hour
             stage.message = None if ok else end.message
             stages[index] = stage
-        later = [s.name for s in record.stages if s.status.active and s.job_id is None]
+        later = [
+            s.name
+            for i, s in enumerate(record.stages)
+            if s.status.active and s.job_id is None and i not in stages
+        ]
         who = f"its nodus process ({record.pid})" if record.pid else "its nodus process"
         if last is None:
             return Settled(
@@ -388,18 +591,24 @@ class KubernetesTarget(Target):
             )
         ok = last.state == TaskState.EXITED and last.exit_code == 0
         how = last.message or (f"exited with {last.exit_code}" if last.exit_code else "completed")
-        said = f"{who} ended; Job {last_job} went on: {how}"
+        said = f"{who} ended; {last_job}: {how}"
         if ok and not later:
-            return Settled(RunStatus.SUCCEEDED, 0, said, stages)
+            return Settled(RunStatus.SUCCEEDED, 0, said, stages, tasks)
         if later:
             said += f"; not run: {', '.join(later)} (nodus was not there to create them)"
-        return Settled(RunStatus.FAILED, last.exit_code or 1, said, stages)
+        return Settled(RunStatus.FAILED, last.exit_code or 1, said, stages, tasks)
 
     # -- looking -----------------------------------------------------------------------
 
     def describe(self, record: RunRecord) -> str | None:
         parts = []
-        for stage in record.stages:
+        for index, stage in enumerate(record.stages):
+            if stage.job_id is None and stage.status.active:  # a fan-out stage's items
+                try:
+                    said = items_words(self.cluster, self.store.tasks(record.id, index))
+                except KubernetesFailure as exc:
+                    return f"the cluster does not answer: {exc.message}"
+                parts += [f"{stage.name}: {said}"] if said else []
             if stage.job_id is None or not stage.status.active:
                 continue
             try:
@@ -471,8 +680,6 @@ def _problems(n: NodeRecord) -> list[str]:
 
 def _unsupported(stage: Stage) -> str | None:
     """What a stage asks that this target cannot carry yet (None: nothing)."""
-    if stage.function is not None:
-        return "calls a Python function"
     if stage.mounts:
         return "mounts host paths (a pod gets no host path from nodus)"
     if stage.ports:

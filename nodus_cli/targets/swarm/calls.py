@@ -10,7 +10,8 @@ A node has none of the caller's folders, so nothing goes through a host path:
   parts of at most :data:`PART_BYTES` (Swarm's limit is 500 KB each); the runtime joins
   them in the container (``bootstrap.py --unpack``).
 - **The outcome** (``outcome.json`` and the result or the exception) is printed by the
-  runtime after the call as frames of base64 lines; :class:`_Framed` cuts them out of the
+  runtime after the call as frames of base64 lines; :class:`~nodus_cli.targets.calls.Framed`
+  cuts them out of the
   task's output and writes them into the call's folder here, so the outcome is read as
   on the local target. The function's own output passes on as the task's.
 
@@ -23,9 +24,7 @@ with the run (:func:`remove_all`).
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -38,9 +37,6 @@ from nodus_cli.functions.layout import RUNTIME_IN_CONTAINER, CallFolder
 from nodus_cli.structs import field, replace, struct
 from nodus_cli.targets import calls
 from nodus_cli.targets.base import (
-    OutputStream,
-    Pending,
-    Started,
     Task,
     TaskContext,
     TaskEnd,
@@ -64,8 +60,6 @@ PARTS_IN_CONTAINER = "/run/secrets"
 CALL_IN_TASK = "/tmp/nodus-call"
 #: Labels the kind of a secret or config nodus made for a call.
 LABEL_PART = "nodus.part"
-#: What an output line that carries a piece of the outcome starts with (the runtime's).
-FRAME = "\x1enodus-frame"
 _MISSING = "executable file not found"
 
 
@@ -174,7 +168,7 @@ class Carrier:
         made: list[str] = []
         try:
             carry.secrets = self._parts(task, folder, index, made)
-            return run(task, _Framed(ctx, folder.item(index)), live, carry)
+            return run(task, calls.Framed(ctx, folder.item(index)), live, carry)
         finally:
             if live.service_id is not None:  # a secret in use cannot be removed
                 with contextlib.suppress(engine.EngineFailure):
@@ -250,49 +244,3 @@ def _reference(kind: str, object_id: str, name: str, filename: str) -> dict[str,
 
 def _missing(end: TaskEnd) -> bool:
     return end.state != TaskState.STOPPED and _MISSING in (end.message or "")
-
-
-class _Framed:
-    """A task's context whose output carries the outcome's frames: those are written into
-    the item's folder here; every other line passes on."""
-
-    def __init__(self, ctx: TaskContext, item: Path) -> None:
-        self.ctx = ctx
-        self.item = item
-        self._file: Any = None
-        self._name = ""
-
-    def say(self, message: str) -> None:
-        self.ctx.say(message)
-
-    def submitted(self, note: str | None = None, job_id: str | None = None) -> None:
-        self.ctx.submitted(note, job_id)
-
-    def waiting(self, pending: Pending) -> None:
-        self.ctx.waiting(pending)
-
-    def started(self, info: Started) -> None:
-        self.ctx.started(info)
-
-    def emit(self, stream: OutputStream, text: str) -> None:
-        if stream != "stdout" or not text.startswith(FRAME):
-            self.ctx.emit(stream, text)
-            return
-        body = text[len(FRAME) :].lstrip(" ")
-        if body.startswith("begin "):
-            self._close()
-            self._name = os.path.basename(body.split(" ")[1])
-            self.item.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.item / f".{self._name}.part", "wb")  # noqa: SIM115
-        elif body.startswith("end "):
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-                os.replace(self.item / f".{self._name}.part", self.item / self._name)
-        elif self._file is not None:
-            self._file.write(base64.b64decode(body))
-
-    def _close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None

@@ -420,20 +420,116 @@ def test_no_wait_refuses_a_pod_the_scheduler_cannot_place_and_wait_timeout_gives
     assert run["status"] == "failed"
 
 
-def test_a_fan_out_stage_is_one_job_per_item_with_its_variables(
-    nodus: Nodus, kube_emulator: KubeEmulator
-) -> None:
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def _fan(nodus: Nodus, items: list[str], extra: str = "", command: str = "") -> Path:
     path = nodus.tmp / "fan.toml"
     path.write_text(
-        f'name = "fan"\nimage = "{IMAGE}"\ncommand = "echo $NODUS_ITEM"\ngpu = "A100"\n'
-        'gpu_count = 2\n[map]\nitems = ["a", "b"]\n'
+        f'name = "fan"\nimage = "{IMAGE}"\n'
+        + (command or 'command = "echo $NODUS_ITEM"\n')
+        + 'gpu = "A100"\ngpu_count = 2\n[map]\nitems = '
+        + json.dumps(items)
+        + "\n"
+        + extra
     )
+    return path
+
+
+def _pods_by_index(kube: KubeEmulator, count: int, timeout: float = 30) -> dict[int, str]:
+    """The newest pod of each index once ``count`` pods of the Indexed Job are there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = [p for p in kube.pods() if INDEX in (p["metadata"].get("labels") or {})]
+        if len(pods) >= count:
+            pods.sort(key=lambda p: str(p["metadata"]["creationTimestamp"]))
+            return {int(p["metadata"]["labels"][INDEX]): p["metadata"]["name"] for p in pods}
+        time.sleep(0.2)
+    raise AssertionError(f"not {count} pods of the Indexed Job: {kube.pods()}")
+
+
+def _config_maps(kube: KubeEmulator) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps")[
+        "items"
+    ]
+    return items
+
+
+def test_a_fan_out_stage_is_one_indexed_job_each_item_followed_and_retried_on_its_own(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    path = _fan(nodus, ["a", "b", "c"], extra="parallel = 2\n")
+    proc = nodus.popen("run", path, "--target", "kubernetes", "--retries", "1")
+    pods = _pods_by_index(kube_emulator, 2)
+    assert sorted(pods) == [0, 1]  # parallelism 2: the third index waits its turn
+    [job] = kube_emulator.jobs()
+    name = job["metadata"]["name"]
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 2)
+    assert spec["backoffLimitPerIndex"] == 0
+    [items] = _config_maps(kube_emulator)
+    assert items["metadata"]["name"] == name and items["data"] == {"0": "a", "1": "b", "2": "c"}
+    container = spec["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["NODUS_ITEM_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        f"metadata.annotations['{INDEX}']"
+    )
+    assert env["NODUS_ITEM_COUNT"]["value"] == "3" and "NODUS_ITEM" not in env
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    assert container["command"][-3:] == ["/bin/sh", "-c", "echo $NODUS_ITEM"]
+    # item 0 waits for the scheduler, then runs; item 1 is evicted: retried on its own
+    kube_emulator.unschedulable(pods[0], "0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    deadline = time.monotonic() + 30
+    while nodus.runs()[0]["status"] != "queued":
+        assert time.monotonic() < deadline, nodus.runs()
+        time.sleep(0.3)
+    time.sleep(1.5)  # a few looks: nodus reads the scheduler's words
+    kube_emulator.run_pod(pods[1], "gpu-a100", log="b\n")
+    kube_emulator.patch_pod(
+        pods[1], {"status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}}
+    )
+    kube_emulator.run_pod(pods[0], "gpu-a100")
+    pods = _pods_by_index(kube_emulator, 3)  # item 1's pod ended: index 2 gets its pod
+    kube_emulator.end_pod(pods[0], 0, log="a\n")
+    kube_emulator.run_pod(pods[2], "gpu-a100")
+    kube_emulator.end_pod(pods[2], 0, log="c\n")
+    retry = f"{name.removesuffix('-items')}-1-2"  # item 1, second attempt: a Job of its own
+    deadline = time.monotonic() + 30
+    while not any(j["metadata"]["name"] == retry for j in kube_emulator.jobs()):
+        assert time.monotonic() < deadline, kube_emulator.jobs()
+        time.sleep(0.2)
+    [pod] = [p for p in kube_emulator.pods() if p["metadata"]["labels"]["job-name"] == retry]
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert (env["NODUS_ITEM"], env["NODUS_ITEM_INDEX"]) == ("b", "1")
+    kube_emulator.run_pod(pod["metadata"]["name"], "gpu-a100")
+    kube_emulator.end_pod(pod["metadata"]["name"], 0, log="b again\n")
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    assert "3 items as one submission, up to 2 at once" in out
+    assert "the scheduler says: 0/3 nodes are available: 1 Insufficient nvidia.com/gpu" in out
+    assert "the node evicted the pod (low on memory)" in out
+    assert "b again" in out
+    [run] = nodus.runs()
+    assert run["status"] == "succeeded"
+    done = nodus.run("runs", run["id"], "--json")
+    tasks = json.loads(done.stdout)["stages"][0]["tasks"]
+    assert [t["job_id"] for t in tasks] == [f"{name}/0", retry, f"{name}/2"]
+    assert [t["attempts"] for t in tasks] == [1, 2, 1]
+    assert {t["node"] for t in tasks} == {"gpu-a100"}
+    assert kube_emulator.jobs() == [] and _config_maps(kube_emulator) == []
+
+
+def test_a_fan_out_stage_of_an_exec_form_command_is_one_job_per_item(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    path = _fan(nodus, ["a", "b"], command='command = ["python", "run.py"]\n')
     proc = nodus.popen("run", path, "--target", "kubernetes")
     deadline = time.monotonic() + 30
     while len(kube_emulator.pods()) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     pods = kube_emulator.pods()
     assert len(pods) == 2  # the A100 node holds both at once: both Jobs are created
+    assert len(kube_emulator.jobs()) == 2
     seen = {}
     for pod in pods:
         env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
@@ -446,6 +542,59 @@ def test_a_fan_out_stage_is_one_job_per_item_with_its_variables(
     assert rc == 0, out
     [run] = nodus.runs()
     assert run["status"] == "succeeded"
+
+
+def test_stop_ends_each_item_of_an_indexed_job_and_a_killed_nodus_settles_each_item(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    proc = nodus.popen("run", _fan(nodus, ["a", "b", "c"]), "--target", "kubernetes")
+    pods = _pods_by_index(kube_emulator, 3)
+    for index in (0, 1):
+        kube_emulator.run_pod(pods[index], "gpu-a100")
+    deadline = time.monotonic() + 30
+    while nodus.runs()[0]["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    [job] = kube_emulator.jobs()  # the cluster's: it goes on
+    name = job["metadata"]["name"]
+    [run] = nodus.runs()
+    assert run["cluster"] == f"main: Indexed Job {name}: 1 pending, 2 running", run
+    kube_emulator.end_pod(pods[0], 0)
+    kube_emulator.end_pod(pods[1], 4)
+    assert nodus.runs()[0]["status"] == "running"  # index 2 has not ended
+    kube_emulator.run_pod(pods[2], "gpu-a100")
+    kube_emulator.end_pod(pods[2], 0)
+    [run] = nodus.runs()
+    assert run["status"] == "failed", run
+    assert "1 of 3 items failed (item 1: exited with 4)" in run["message"], run
+    tasks = json.loads(nodus.run("runs", run["id"], "--json").stdout)["stages"][0]["tasks"]
+    assert [(t["status"], t["exit_code"]) for t in tasks] == [
+        ("succeeded", 0),
+        ("failed", 4),
+        ("succeeded", 0),
+    ]
+    assert [t["job_id"] for t in tasks] == [f"{name}/{i}" for i in range(3)]
+    # nodus stop: every item ends stopped, the Job and its items' ConfigMap are deleted
+    kube_emulator.clear()
+    kube_emulator.add_node("gpu-a100", A100_LABELS, 4, cpus="64", memory="512Gi")
+    done = nodus.run("run", "--detach", _fan(nodus, ["a", "b"]), "--target", "kubernetes")
+    assert done.returncode == 0, done.stderr
+    pods = _pods_by_index(kube_emulator, 2)
+    kube_emulator.run_pod(pods[0], "gpu-a100")
+    run_id = nodus.runs()[0]["id"]
+    done = nodus.run("stop", run_id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    deadline = time.monotonic() + 30
+    while (kube_emulator.jobs() or _config_maps(kube_emulator)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert kube_emulator.jobs() == [] and _config_maps(kube_emulator) == []
+    deadline = time.monotonic() + 30
+    while nodus.runs()[0]["status"] != "cancelled" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert nodus.runs()[0]["status"] == "cancelled", nodus.runs()[0]
+    tasks = json.loads(nodus.run("runs", run_id, "--json").stdout)["stages"][0]["tasks"]
+    assert [t["status"] for t in tasks] == ["cancelled", "cancelled"], tasks
 
 
 def test_a_killed_nodus_whose_job_was_deleted_records_it_failed(
@@ -468,7 +617,7 @@ def test_a_killed_nodus_whose_job_was_deleted_records_it_failed(
     assert f"the Job {job['metadata']['name']} is gone (deleted)" in json.dumps(run)
 
 
-def test_functions_mounts_and_ports_are_refused_before_anything_is_created(
+def test_mounts_are_refused_before_anything_is_created(
     nodus: Nodus, kube_emulator: KubeEmulator, tmp_path: Path
 ) -> None:
     path = nodus.tmp / "mount.toml"
@@ -536,3 +685,21 @@ def test_client_list_nodes_is_what_nodus_nodes_shows(
         "gpu-a100": ("A100", 4, 4, "ready"),
         "gpu-l4": ("L4", 1, 1, "ready"),
     }
+
+
+def test_a_task_pays_the_share_of_its_node_that_it_holds(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    path = nodus.tmp / "cpu.toml"
+    path.write_text(f'name = "cpu"\nimage = "{IMAGE}"\ncommand = "true"\n[requirements]\ncpu = 2\n')
+    proc = nodus.popen("run", path, "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    kube_emulator.run_pod(pod, "gpu-l4")  # 8 CPUs at $2.00 an hour: 4 such tasks at once
+    time.sleep(2)
+    kube_emulator.end_pod(pod, 0)
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    [run] = nodus.runs()
+    [stage] = run["stages"]
+    whole = stage["runtime_seconds"] / 3600 * 2.0
+    assert stage["cost"] == pytest.approx(whole / 4, rel=0.05), (stage, whole)

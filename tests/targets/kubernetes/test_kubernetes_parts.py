@@ -27,7 +27,21 @@ from nodus_cli.targets.kubernetes.follow import (
     pod_end,
     pull_problem,
 )
-from nodus_cli.targets.kubernetes.manifest import job_manifest, job_name
+from nodus_cli.targets.kubernetes.indexed import (
+    item_job_id,
+    newest_by_index,
+    pod_index,
+    split_job_id,
+)
+from nodus_cli.targets.kubernetes.manifest import (
+    ITEMS_DIR,
+    indexed_manifest,
+    items_config_map,
+    items_job_name,
+    items_size,
+    job_manifest,
+    job_name,
+)
 from nodus_cli.targets.kubernetes.nodes import node_records, quantity
 from nodus_cli.workload import normalize
 
@@ -252,6 +266,90 @@ def test_job_names_are_dns_labels_of_at_most_63_characters() -> None:
     assert len(name) <= 63 and name == name.lower() and "_" not in name
     item = job_name(_task(MANIFESTS["gpu"][0], Item(3, "a.txt", 10), attempt=2))
     assert item == "nodus-20261205-010203-abcdef-main-3-2"
+
+
+def _items(doc: dict[str, Any], values: list[str]) -> list[Task]:
+    return [_task(doc, Item(i, value, len(values)), attempt=1) for i, value in enumerate(values)]
+
+
+def test_a_fan_out_stage_is_an_indexed_job_with_its_items_in_a_config_map() -> None:
+    tasks = _items(MANIFESTS["gpu"][0], ["a", "b c", "d"])
+    job = indexed_manifest(tasks, "ml", LABELS, 8, priority_class="batch-low", queue="team-a")
+    items = items_config_map(tasks, "ml", {"metadata": {"uid": "u-1"}})
+    kubernetes_validate.validate(job, SCHEMA_VERSION, strict=True)
+    kubernetes_validate.validate(items, SCHEMA_VERSION, strict=True)
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)
+    assert spec["backoffLimitPerIndex"] == 0 and "backoffLimit" not in spec
+    assert spec["suspend"] is True and spec["template"]["spec"]["priorityClassName"] == "batch-low"
+    assert job["metadata"]["name"] == items["metadata"]["name"] == items_job_name(tasks[0])
+    assert items["data"] == {"0": "a", "1": "b c", "2": "d"}
+    assert items["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert job["spec"]["template"]["metadata"]["labels"] == {
+        "nodus.run": tasks[0].run_id,
+        "nodus.stage": "main",
+    }
+    [container] = spec["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert "NODUS_ITEM" not in env and env["NODUS_ITEM_COUNT"]["value"] == "3"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert items_size(["a", "b c", "d"]) == 3 + 5
+
+
+def test_each_pod_of_an_indexed_job_runs_the_command_with_its_own_item(tmp_path: Path) -> None:
+    doc = {"name": "fan", "image": "busybox", "command": 'printf "%s|%s" "$NODUS_ITEM" "$0"'}
+    tasks = _items(doc, ["a", "b c"])
+    command = indexed_manifest(tasks, "ml", [], 2)["spec"]["template"]["spec"]["containers"][0][
+        "command"
+    ]
+    for index, value in enumerate(["a", "b c"]):
+        (tmp_path / str(index)).write_text(value)
+    script = command[2].replace(ITEMS_DIR, str(tmp_path))
+    for index, value in enumerate(["a", "b c"]):
+        done = subprocess.run(
+            [*command[:2], script, *command[3:]],
+            capture_output=True,
+            text=True,
+            env={"NODUS_ITEM_INDEX": str(index), "PATH": os.environ["PATH"]},
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (0, f"{value}|/bin/sh"), done.stderr
+    done = subprocess.run(
+        [*command[:2], script, *command[3:]],
+        capture_output=True,
+        text=True,
+        env={"NODUS_ITEM_INDEX": "7", "PATH": os.environ["PATH"]},
+        check=False,
+    )
+    assert done.returncode == 126  # no item of that index: the command does not run
+
+
+def test_an_item_job_id_names_its_job_and_index() -> None:
+    long = _items(
+        {
+            "name": "x",
+            "image": "b",
+            "command": "true",
+            "stages": [{"name": "Stage_" * 10, "command": "true"}],
+        },
+        ["a"],
+    )
+    name = items_job_name(long[0])
+    assert len(name) <= 63 and name.endswith("-items")
+    assert split_job_id(item_job_id(name, 12)) == (name, 12)
+    assert split_job_id("nodus-run-main-1") == ("nodus-run-main-1", None)
+    pods = [
+        {"metadata": {"name": n, "creationTimestamp": t, "labels": labels, "annotations": notes}}
+        for n, t, labels, notes in [
+            ("p0", "2026-12-05T01:00:00Z", {}, {"batch.kubernetes.io/job-completion-index": "0"}),
+            ("p1", "2026-12-05T01:00:00Z", {"batch.kubernetes.io/job-completion-index": "1"}, {}),
+            ("p1b", "2026-12-05T01:00:09Z", {"batch.kubernetes.io/job-completion-index": "1"}, {}),
+            ("other", "2026-12-05T01:00:00Z", {}, {}),
+        ]
+    ]
+    assert pod_index(pods[3]) is None
+    newest = newest_by_index(pods)
+    assert {i: p["metadata"]["name"] for i, p in newest.items()} == {0: "p0", 1: "p1b"}
 
 
 # -- how a pod reads --------------------------------------------------------------------------

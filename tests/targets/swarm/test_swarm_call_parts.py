@@ -15,6 +15,7 @@ import pytest
 from nodus_cli.errors import InvalidInput
 from nodus_cli.functions import runtime
 from nodus_cli.functions.layout import CallFolder
+from nodus_cli.targets import calls as shared_calls
 from nodus_cli.targets.base import Pending, Started
 from nodus_cli.targets.swarm import calls
 from nodus_cli.workload import FunctionCall, MapSpec, Requirements, Stage, Workload
@@ -63,7 +64,7 @@ def test_the_outcome_frames_come_back_whole_and_stay_out_of_the_output(
     lines = printed.buffer.getvalue().decode().split("\n")[:-1]  # type: ignore[attr-defined]
     assert all(len(line) < 16 * 1024 for line in lines)  # engines split longer log lines
     ctx = Recorder()
-    framed = calls._Framed(ctx, tmp_path / "back")  # type: ignore[arg-type]
+    framed = shared_calls.Framed(ctx, tmp_path / "back")  # type: ignore[arg-type]
     framed.emit("stdout", "the function's own line")
     for line in lines:
         framed.emit("stdout", line)

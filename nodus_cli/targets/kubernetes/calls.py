@@ -1,0 +1,177 @@
+"""A Python function call on Kubernetes: the call travels in a Secret, the outcome comes
+back through the pod's log.
+
+A pod has none of the caller's folders, so nothing goes through a host path:
+
+- **The runtime and the call** (nodus's bootstrap and the caller's cloudpickle, the
+  pickled function and the item's arguments) are one Secret per task
+  (:func:`call_secret`), named as its Job, labelled with the run and owned by the Job (the
+  cluster deletes it with the Job), mounted read-only at :data:`MOUNT`: the runtime's
+  files at :data:`~nodus_cli.functions.layout.RUNTIME_IN_CONTAINER`, the call's in
+  :data:`PARTS`, which the runtime joins in the container (``bootstrap.py --unpack``).
+- **The outcome** (``outcome.json`` and the result or the exception) is printed by the
+  runtime after the call as frames of base64 lines, which
+  :class:`~nodus_cli.targets.calls.Framed` cuts out of the pod's log into the call's
+  folder here, so the outcome is read as on the local target. The function's own output
+  passes on as the task's.
+
+A Secret holds at most :data:`SECRET_LIMIT` (1 MiB, the API server's limit): a function
+whose pickle with its arguments and the runtime does not fit is refused before anything
+is created (:func:`check`), in words naming the limit. A result comes back through the
+log, up to :data:`RESULT_LIMIT`.
+
+Why apart from :mod:`.target`: what a call adds to a task's Job (a Secret, a volume, a
+command) is a pure function of the call's folder, tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nodus_cli.errors import InvalidInput
+from nodus_cli.functions import runtime
+from nodus_cli.functions.layout import RUNTIME_IN_CONTAINER, CallFolder
+from nodus_cli.targets import calls
+from nodus_cli.targets.base import Task, TaskEnd, TaskState
+from nodus_cli.targets.docker.containers import LABEL_RUN, LABEL_STAGE
+from nodus_cli.targets.kubernetes.manifest import label_value
+
+if TYPE_CHECKING:
+    from nodus_cli.workload import Workload
+
+__all__ = [
+    "CALL_IN_POD",
+    "MOUNT",
+    "PARTS",
+    "RESULT_LIMIT",
+    "SECRET_LIMIT",
+    "attach",
+    "call_secret",
+    "check",
+    "missing_python",
+]
+
+#: Where a call's Secret is mounted in its pod.
+MOUNT = str(Path(RUNTIME_IN_CONTAINER).parent)
+#: Where the call's parts are (``nodus-part.NAME.0``: the runtime's ``--unpack`` names).
+PARTS = f"{MOUNT}/parts"
+#: Where the runtime joins the call in the pod.
+CALL_IN_POD = "/tmp/nodus-call"
+#: The most a Secret holds (the API server refuses more), less room for its metadata.
+SECRET_LIMIT = 1024 * 1024 - 8 * 1024
+#: The most a result (or an exception) may pickle to, back through the log.
+RESULT_LIMIT = 17 * 2**20
+_MISSING = "executable file not found"
+
+
+def _parts(index: int) -> tuple[str, str]:
+    """The names of the call's parts (``__`` for ``/``: where the runtime joins them)."""
+    return "nodus-part.function.pickle.0", f"nodus-part.items__{index}__args.pickle.0"
+
+
+def _files(folder: CallFolder, index: int) -> dict[str, Path]:
+    """The call's files by their part's name."""
+    function, args = _parts(index)
+    return {function: folder.function, args: folder.args(index)}
+
+
+def _runtime_size() -> int:
+    return sum(len(data) for data in runtime.files().values())
+
+
+def check(workload: Workload, home: Path) -> None:
+    """Refuse a function run whose call does not fit in a Secret (:data:`SECRET_LIMIT`)."""
+    for stage in workload.stages:
+        fc = stage.function
+        if fc is None:
+            continue
+        folder = CallFolder(home, fc.call)
+        if not folder.exists():
+            continue
+        count = len(stage.map.items) if stage.map is not None else 1
+        for index in range(count):
+            call = sum(_size(p) for p in _files(folder, index).values())
+            total = call + _runtime_size()
+            if total > SECRET_LIMIT:
+                which = f" (item {index})" if stage.map is not None else ""
+                raise InvalidInput(
+                    f"{fc.name}: the function and its arguments{which} pickle to "
+                    f"{call / 1024:.0f} KiB, and with nodus's runtime to {total / 1024:.0f} "
+                    f"KiB: over the 1 MiB a Kubernetes Secret may hold, which carries the call "
+                    "to its pod",
+                    hint="pass what the function can fetch itself (a URL, a path on a volume "
+                    "the pod mounts) instead of the data, or run it on the local target",
+                )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def call_secret(
+    task: Task, home: Path, name: str, namespace: str, job: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The Secret that carries ``task``'s call and the runtime, named ``name`` (its Job's);
+    ``job``: the Job as the server answered (its ``uid``), which then owns it."""
+    folder = calls.folder_of(task, home)
+    index = calls.item_of(task)
+    data = {
+        f"rt-{n}": base64.b64encode(content).decode()
+        for n, content in enumerate(runtime.files().values())
+    }
+    for key, path in _files(folder, index).items():
+        data[key] = base64.b64encode(path.read_bytes()).decode()
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": {
+            LABEL_RUN: label_value(task.run_id),
+            LABEL_STAGE: label_value(task.stage.name),
+        },
+    }
+    uid = ((job or {}).get("metadata") or {}).get("uid")
+    if uid:
+        meta["ownerReferences"] = [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}
+        ]
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta, "data": data}
+
+
+def attach(manifest: dict[str, Any], task: Task, python: str) -> None:
+    """Make ``manifest`` (the task's Job) run the call: the runtime as its command, the
+    Secret of the same name mounted at :data:`MOUNT`."""
+    name = manifest["metadata"]["name"]
+    index = calls.item_of(task)
+    runtime_dir = Path(RUNTIME_IN_CONTAINER).name
+    items = [
+        {"key": f"rt-{n}", "path": f"{runtime_dir}/{path}"}
+        for n, path in enumerate(runtime.files())
+    ]
+    items += [{"key": key, "path": f"{Path(PARTS).name}/{key}"} for key in _parts(index)]
+    pod = manifest["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["command"] = [
+        python,
+        "-u",
+        f"{RUNTIME_IN_CONTAINER}/{runtime.BOOTSTRAP}",
+        "--unpack",
+        PARTS,
+        CALL_IN_POD,
+        str(index),
+        str(RESULT_LIMIT),
+    ]
+    container.pop("args", None)
+    container["volumeMounts"].append({"name": "call", "mountPath": MOUNT, "readOnly": True})
+    pod["volumes"].append(
+        {"name": "call", "secret": {"secretName": name, "items": items, "defaultMode": 0o444}}
+    )
+
+
+def missing_python(end: TaskEnd) -> bool:
+    """The pod's command could not start: the image has no such interpreter."""
+    return end.state != TaskState.STOPPED and _MISSING in (end.message or "")

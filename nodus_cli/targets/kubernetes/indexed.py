@@ -1,0 +1,291 @@
+"""A fan-out stage on Kubernetes as ONE Indexed Job, followed item by item.
+
+Contract: :class:`IndexedRun` creates the stage's Indexed Job
+(:func:`.manifest.indexed_manifest`) and the ConfigMap of its items
+(:func:`.manifest.items_config_map`, owned by the Job), then looks at the Job and all its
+pods once per :data:`.follow.POLL_SECONDS` and reports each item through its own
+:class:`~nodus_cli.targets.base.ItemContext`: submitted with its job id ``JOB/INDEX``
+(recorded as the item's ``job_id``), then exactly as a single Job's task
+(:func:`.follow.look`: queued with the scheduler's reason, started on its node, its log,
+its end) from the newest pod of its index (the Job controller's
+``batch.kubernetes.io/job-completion-index``). An index whose pod is not there yet waits
+its turn behind ``parallelism`` and says nothing. What a single Job's task does by
+deleting its Job (an image that cannot be pulled, ``--no-wait``, :meth:`IndexedRun.stop`)
+an item does by deleting its pod: with ``backoffLimitPerIndex: 0`` the controller marks
+that index failed and makes no other pod for it, and the other items go on. The Job
+deleted from outside ends every item still followed.
+
+:func:`item_job_id` and :func:`split_job_id` are the one spelling of an item's job id;
+:func:`items_words` says where the items of a running fan-out stage stand (``nodus runs``).
+
+Why apart from :mod:`.follow`: one Job for many items is its own loop (which pod is whose,
+who ended); the single Job's loop stays as it is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from nodus_cli.targets.base import (
+    ItemContext,
+    Pending,
+    PendingKind,
+    Started,
+    Task,
+    TaskEnd,
+    TaskState,
+)
+from nodus_cli.targets.kubernetes import follow as following
+from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
+from nodus_cli.targets.kubernetes.manifest import INDEX_ANNOTATION, items_config_map
+
+__all__ = [
+    "IndexedRun",
+    "item_job_id",
+    "items_words",
+    "newest_by_index",
+    "pod_index",
+    "split_job_id",
+]
+
+
+def item_job_id(job: str, index: int) -> str:
+    """The job id of item ``index`` of Indexed Job ``job``: ``JOB/INDEX``."""
+    return f"{job}/{index}"
+
+
+def split_job_id(job_id: str) -> tuple[str, int | None]:
+    """``(JOB, INDEX)`` of an item's job id; ``(JOB, None)`` for a Job of one task."""
+    job, _, index = job_id.partition("/")
+    return job, int(index) if index.isdigit() else None
+
+
+def pod_index(pod: dict[str, Any]) -> int | None:
+    """The completion index of a pod of an Indexed Job (None: not one)."""
+    meta = pod.get("metadata") or {}
+    for where in (meta.get("annotations") or {}, meta.get("labels") or {}):
+        value = str(where.get(INDEX_ANNOTATION, ""))
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def newest_by_index(pods: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The newest pod of each index among ``pods``."""
+    found: dict[int, dict[str, Any]] = {}
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp"))):
+        index = pod_index(pod)
+        if index is not None:
+            found[index] = pod
+    return found
+
+
+def items_words(cluster: Cluster, items: Sequence[Any]) -> str | None:
+    """Where the pods of a fan-out stage's Indexed Jobs stand, from its items' records
+    (their ``job_id``): ``Indexed Job NAME: 2 running, 1 pending``; None: no such Job."""
+    jobs = sorted({split_job_id(t.job_id)[0] for t in items if t.job_id and "/" in t.job_id})
+    said = []
+    for name in jobs:
+        if cluster.job(name) is None:
+            said.append(f"Indexed Job {name} is gone")
+            continue
+        pods = newest_by_index(following.job_pods(cluster.pods(f"job-name={name}"), name))
+        counts: dict[str, int] = {}
+        for pod in pods.values():
+            phase = str((pod.get("status") or {}).get("phase") or "Pending").lower()
+            counts[phase] = counts.get(phase, 0) + 1
+        shown = ", ".join(f"{n} {phase}" for phase, n in sorted(counts.items()))
+        said.append(f"Indexed Job {name}: {shown or 'no pod yet'}")
+    return "; ".join(said) or None
+
+
+class _Item:
+    def __init__(self, task: Task, ctx: ItemContext, job: str) -> None:
+        assert task.item is not None
+        self.task = task
+        self.ctx = ctx
+        self.index = task.item.index
+        self.following = following.Following(item_job_id(job, self.index))
+
+
+class IndexedRun:
+    """Every item of one fan-out stage as one Indexed Job; :meth:`run` until all ended."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        tasks: Sequence[Task],
+        contexts: Sequence[ItemContext],
+        manifest: dict[str, Any],
+        *,
+        memory_said: str,
+        started: Callable[[Task, str], Started],
+        holders: Callable[[], str],
+        queue_ok: bool,
+        queue_name: str | None,
+        wants: str,
+    ) -> None:
+        self.cluster = cluster
+        self.tasks = list(tasks)
+        self.manifest = manifest
+        self.name: str = manifest["metadata"]["name"]
+        self._items = {
+            t.item.index: _Item(t, c, self.name)
+            for t, c in zip(tasks, contexts, strict=True)
+            if t.item is not None
+        }
+        self._memory_said = memory_said
+        self._started = started
+        self._holders = holders
+        self._queue_ok = queue_ok
+        self._queue_name = queue_name
+        self._wants = wants
+        self._lock = threading.Lock()
+        #: Indexes stopped: a pod made for one later is deleted as soon as it is seen.
+        self._stopped: set[int] = set()
+        self._created = False
+
+    def stop(self, index: int) -> None:
+        """Stop item ``index`` now, from any thread (before the Job exists: when it does)."""
+        with self._lock:
+            self._stopped.add(index)
+            item = self._items.get(index)
+            if item is not None:
+                item.following.stopping = True
+
+    def run(self) -> None:
+        """Create the Job and its items' ConfigMap, then follow every item to its end."""
+        try:
+            job = self.cluster.create_job(self.manifest)
+            self._created = True
+            self.cluster.create_config_map(
+                items_config_map(self.tasks, self.cluster.namespace, job)
+            )
+        except KubernetesFailure as exc:
+            said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            state = TaskState.CANNOT_START
+            if exc.status is None or exc.status >= 500:
+                state = TaskState.INFRASTRUCTURE
+            if self._created:
+                self.cluster.delete_job(self.name)
+            self._end_all(TaskEnd(state, 1, said))
+            return
+        for index, item in sorted(self._items.items()):
+            item.ctx.submitted(
+                f"created Indexed Job {self.name} (index {index}) in namespace "
+                f"{self.cluster.namespace}",
+                job_id=item.following.name,
+            )
+        troubled: float | None = None
+        while True:
+            with self._lock:
+                if not self._items:
+                    return
+            try:
+                self._look()
+                troubled = None
+            except KubernetesFailure as exc:
+                # A moment's failure of the API server does not end items the cluster runs.
+                troubled = troubled if troubled is not None else time.monotonic()
+                late = time.monotonic() - troubled > following.TROUBLE_SECONDS
+                if (exc.status is not None and exc.status < 500) or late:
+                    self._end_all(TaskEnd(TaskState.INFRASTRUCTURE, 1, exc.message))
+                    return
+            time.sleep(following.POLL_SECONDS)
+
+    def _end_all(self, end: TaskEnd) -> None:
+        with self._lock:
+            left, self._items = list(self._items.values()), {}
+        for item in left:
+            item.ctx.ended(end)
+
+    def _end(self, item: _Item, end: TaskEnd) -> None:
+        with self._lock:
+            self._items.pop(item.index, None)
+        item.ctx.ended(end)
+
+    def _look(self) -> None:
+        job = self.cluster.job(self.name)
+        with self._lock:
+            items = sorted(self._items.items())
+            stopped = set(self._stopped)
+        if job is None:
+            for _, item in items:
+                if item.following.stopping:
+                    self._end(item, TaskEnd(TaskState.STOPPED, 143, "stopped by nodus"))
+                else:
+                    self._end(
+                        item,
+                        TaskEnd(
+                            TaskState.KILLED,
+                            137,
+                            f"the Job {self.name} was deleted outside nodus (kubectl delete "
+                            "job?); not retried",
+                        ),
+                    )
+            return
+        pods = following.job_pods(self.cluster.pods(f"job-name={self.name}"), self.name)
+        newest = newest_by_index(pods)
+        for index in stopped:  # a stopped item's pod, also one made after it stopped
+            pod = newest.get(index)
+            phase = ((pod or {}).get("status") or {}).get("phase")
+            if pod is not None and phase not in ("Succeeded", "Failed"):
+                self.cluster.delete_pod(str((pod.get("metadata") or {}).get("name")))
+        for index, item in items:
+            if item.following.stopping:
+                self._end(
+                    item, TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (its pod deleted)")
+                )
+                continue
+            pod = newest.get(index)
+            if pod is None:
+                self._without_pod(item, job)
+                continue
+            end = following.look(
+                self.cluster,
+                item.following,
+                item.ctx,
+                job,
+                pod,
+                self.manifest["spec"]["template"]["spec"]["containers"][0]["image"],
+                self._memory_said,
+                partial(self._started, item.task),
+                self._holders,
+                self._queue_ok,
+                self._queue_name,
+                self._wants,
+                partial(self._remove, pod),
+            )
+            if end is not None:
+                self._end(item, end)
+
+    def _remove(self, pod: dict[str, Any]) -> str:
+        name = str((pod.get("metadata") or {}).get("name"))
+        self.cluster.delete_pod(name)
+        return f"its pod {name} (the other items go on)"
+
+    def _without_pod(self, item: _Item, job: dict[str, Any]) -> None:
+        """An index the controller has made no pod for yet: its turn has not come (said
+        nothing), Kueue has not admitted the Job, or the Job failed without it."""
+        status = job.get("status") or {}
+        for condition in status.get("conditions") or ():
+            if condition.get("type") == "Failed" and condition.get("status") == "True":
+                said = condition.get("message") or condition.get("reason") or "Failed"
+                self._end(
+                    item,
+                    TaskEnd(
+                        TaskState.KILLED,
+                        1,
+                        f"the Job {self.name} failed before index {item.index} ran: {said}",
+                    ),
+                )
+                return
+        if (job.get("spec") or {}).get("suspend"):
+            words = f"waiting for Kueue to admit Job {self.name} from queue {self._queue_name!r}"
+            if words != item.following.said:
+                item.following.said = words
+                item.ctx.waiting(Pending(PendingKind.LIMIT, words))
