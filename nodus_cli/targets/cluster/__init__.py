@@ -14,7 +14,9 @@ its words; the lowest first:
 - :mod:`.following`: the follow loop, pending (why, in a
   :class:`~nodus_cli.targets.base.Pending`) then running (started, output) then its end;
 - :mod:`.logfiles`: a task's output followed from a file its node writes to a shared
-  file system (Slurm's single jobs and arrays).
+  file system (Slurm's single jobs and arrays);
+- :mod:`.refusal`: a request no node can meet, refused before anything is submitted, in
+  the same words on every cluster (the nearest fit, each node left out and why).
 
 It imports no target (``tests/test_layers.py``): targets import it.
 """

@@ -53,6 +53,7 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share, tasks_per_node
 from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_limit
 from nodus_cli.targets.kubernetes import calls as kube_calls
@@ -166,24 +167,7 @@ class KubernetesTarget(Target):
         self._plan = plan
         self._queue = workload.queue
         self._priority_class = self.settings.class_for(workload.priority)
-        for sp in plan.stages:
-            if not sp.feasible:
-                lines = self._exclusions()
-                if sp.nearest:
-                    near = sp.nearest[0].offer
-                    gpus = f"{near.gpu_count}× {near.gpu}" if near.gpu else "no GPU"
-                    lines.insert(
-                        0,
-                        f"nearest fit: node {near.machine_id} ({gpus}, {near.vcpus:g} CPUs, "
-                        f"{near.memory_gb:.3g} GB)",
-                    )
-                detail = "".join(f"\n  {line}" for line in lines)
-                raise NotRunnable(
-                    f"no node of the Kubernetes cluster can run stage {sp.name!r}: "
-                    f"{(sp.explanation or 'no eligible node').replace('configuration', 'node')}"
-                    + detail,
-                    hint="`nodus nodes --target kubernetes` shows what each node holds",
-                )
+        refuse_unplaceable(plan, "the Kubernetes cluster", "kubernetes", self._exclusions)
         kube_calls.check(workload, self.store.root)  # a call must fit in a Secret
         for stage in workload.stages:
             refused = _unsupported(stage)

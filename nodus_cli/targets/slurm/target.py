@@ -55,6 +55,7 @@ from nodus_cli.targets.base import (
     TaskState,
 )
 from nodus_cli.targets.cluster.logfiles import follow_file
+from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share
 from nodus_cli.targets.slurm import calls, parse, waiting
 from nodus_cli.targets.slurm.arrays import (
@@ -203,24 +204,7 @@ class SlurmTarget(Target):
         self._budget = workload.budget
         self.queue_jobs = workload.queue
         self._priority = workload.priority
-        for sp in plan.stages:
-            if not sp.feasible:
-                lines = self._exclusions()
-                if sp.nearest:
-                    near = sp.nearest[0].offer
-                    gpus = f"{near.gpu_count}× {near.gpu}" if near.gpu else "no GPU"
-                    lines.insert(
-                        0,
-                        f"nearest fit: node {near.machine_id} ({gpus}, {near.vcpus:g} CPUs, "
-                        f"{near.memory_gb:.3g} GB)",
-                    )
-                detail = "".join(f"\n  {line}" for line in lines)
-                raise NotRunnable(
-                    f"no node of the Slurm cluster can run stage {sp.name!r}: "
-                    f"{(sp.explanation or 'no eligible node').replace('configuration', 'node')}"
-                    + detail,
-                    hint="`nodus nodes --target slurm` shows what each node holds",
-                )
+        refuse_unplaceable(plan, "the Slurm cluster", "slurm", self._exclusions)
         self._check_work_root()
         self._check_account()
         first = plan.stages[0].selected
