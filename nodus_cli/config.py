@@ -227,6 +227,40 @@ def _section(path: Path, doc: dict[str, Any], name: str) -> dict[str, Any]:
     return section
 
 
+def _node_prices(
+    path: Path, name: str, section: dict[str, Any], table: str, example: str
+) -> tuple[float, dict[str, float]]:
+    """A cluster section's ``price_per_hour`` (every node) and ``prices`` (by node, or what
+    else the cluster names: ``table`` says it, ``example`` shows it), in USD per hour."""
+    price = _amount(
+        path,
+        name,
+        "price_per_hour",
+        section.get("price_per_hour", 0.0),
+        unit="USD per hour",
+        example="4.0",
+        zero_ok=True,
+    )
+    raw = section.get("prices", {})
+    if not isinstance(raw, dict):
+        raise NodusError(
+            f"{path}: {name}.prices must be {table}", hint=f"write it as, e.g., {example}"
+        )
+    prices = {
+        str(node): _amount(
+            path,
+            name,
+            f"prices.{node}",
+            value,
+            unit="USD per hour",
+            example="12.0",
+            zero_ok=True,
+        )
+        for node, value in raw.items()
+    }
+    return price, prices
+
+
 def _amount(
     path: Path, section: str, key: str, value: object, *, unit: str, example: str, zero_ok: bool
 ) -> float:
@@ -326,33 +360,13 @@ def slurm() -> SlurmConfig:
     work_root = Path(root).expanduser() if root else None
     if work_root is not None and not work_root.is_absolute():
         work_root = (path.parent / work_root).resolve()
-    price = _amount(
+    price, prices = _node_prices(
         path,
         "slurm",
-        "price_per_hour",
-        section.get("price_per_hour", 0.0),
-        unit="USD per hour",
-        example="4.0",
-        zero_ok=True,
+        section,
+        "a table of node or partition names to USD per hour",
+        "prices = { gpu-a = 12.0 }",
     )
-    raw = section.get("prices", {})
-    if not isinstance(raw, dict):
-        raise NodusError(
-            f"{path}: slurm.prices must be a table of node or partition names to USD per hour",
-            hint="write it as, e.g., prices = { gpu-a = 12.0 }",
-        )
-    prices = {
-        str(name): _amount(
-            path,
-            "slurm",
-            f"prices.{name}",
-            value,
-            unit="USD per hour",
-            example="12.0",
-            zero_ok=True,
-        )
-        for name, value in raw.items()
-    }
     return SlurmConfig(
         words["partition"],
         words["account"],
@@ -429,34 +443,13 @@ def kubernetes() -> KubernetesConfig:
                 hint=f'write it as, e.g., {key} = "{example}"',
             )
         words[key] = value.strip() if isinstance(value, str) else None
-    price = _amount(
+    price, prices = _node_prices(
         path,
         "kubernetes",
-        "price_per_hour",
-        section.get("price_per_hour", 0.0),
-        unit="USD per hour",
-        example="4.0",
-        zero_ok=True,
+        section,
+        "a table of node names or label values to USD per hour",
+        'prices = { "p5.48xlarge" = 98.3 }',
     )
-    raw = section.get("prices", {})
-    if not isinstance(raw, dict):
-        raise NodusError(
-            f"{path}: kubernetes.prices must be a table of node names or label values to "
-            "USD per hour",
-            hint='write it as, e.g., prices = { "p5.48xlarge" = 98.3 }',
-        )
-    prices = {
-        str(name): _amount(
-            path,
-            "kubernetes",
-            f"prices.{name}",
-            value,
-            unit="USD per hour",
-            example="12.0",
-            zero_ok=True,
-        )
-        for name, value in raw.items()
-    }
     raw_classes = section.get("priority_classes", {})
     if not isinstance(raw_classes, dict):
         raise NodusError(

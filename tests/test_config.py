@@ -208,3 +208,23 @@ def test_slurm_container_is_docker_or_podman(cfg: Path) -> None:
         "or podman only so far\n"
         'hint: write container = "docker" (each node\'s Docker engine) or "podman"'
     )
+
+
+def test_cluster_prices_are_read_alike_for_slurm_and_kubernetes(cfg: Path) -> None:
+    cfg.write_text(
+        "[slurm]\nprice_per_hour = 4.0\nprices = { gpu-a = 12.5 }\n"
+        '[kubernetes]\nprices = { "p5.48xlarge" = 98.3 }\n'
+    )
+    assert (config.slurm().price_per_hour, config.slurm().prices) == (4.0, {"gpu-a": 12.5})
+    assert config.kubernetes().prices == {"p5.48xlarge": 98.3}
+    cfg.write_text('[slurm]\nprices = 3\n[kubernetes]\nprices = "x"\n')
+    assert error(config.slurm) == (
+        f"{cfg}: slurm.prices must be a table of node or partition names to USD per hour\n"
+        "hint: write it as, e.g., prices = { gpu-a = 12.0 }"
+    )
+    assert error(config.kubernetes) == (
+        f"{cfg}: kubernetes.prices must be a table of node names or label values to USD per "
+        'hour\nhint: write it as, e.g., prices = { "p5.48xlarge" = 98.3 }'
+    )
+    cfg.write_text("[kubernetes]\nprices = { n1 = -2 }\n")
+    assert "kubernetes.prices.n1" in error(config.kubernetes)
