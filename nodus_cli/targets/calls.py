@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from nodus_cli.functions import outcome
 from nodus_cli.functions.layout import CallFolder
-from nodus_cli.structs import replace
+from nodus_cli.structs import replace, struct
 from nodus_cli.targets.base import (
     OutputStream,
     Pending,
@@ -35,12 +36,47 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
-from nodus_cli.workload import FunctionCall
+from nodus_cli.workload import FunctionCall, Workload
 
-__all__ = ["FRAME", "Framed", "ended", "folder_of", "item_of", "no_python"]
+__all__ = [
+    "FRAME",
+    "CallItem",
+    "Framed",
+    "call_items",
+    "ended",
+    "folder_of",
+    "item_of",
+    "no_python",
+]
 
 #: What an output line that carries a piece of the outcome starts with (the runtime's).
 FRAME = "\x1enodus-frame"
+
+
+@struct(frozen=True)
+class CallItem:
+    """One call a workload's function stage makes: the function, its call folder, the
+    item's index (0 for a single call) and whether the stage is a map of calls."""
+
+    function: FunctionCall
+    folder: CallFolder
+    index: int
+    mapped: bool
+
+
+def call_items(workload: Workload, home: Path) -> Iterator[CallItem]:
+    """Every call the function stages of ``workload`` make whose folder is under ``home``
+    (a target that carries calls its own way checks each before anything starts)."""
+    for stage in workload.stages:
+        fc = stage.function
+        if fc is None:
+            continue
+        folder = CallFolder(home, fc.call)
+        if not folder.exists():
+            continue
+        count = len(stage.map.items) if stage.map is not None else 1
+        for index in range(count):
+            yield CallItem(fc, folder, index, stage.map is not None)
 
 
 def folder_of(task: Task, home: Path) -> CallFolder:

@@ -83,27 +83,19 @@ def _runtime_size() -> int:
 
 def check(workload: Workload, home: Path) -> None:
     """Refuse a function run whose call does not fit in a Secret (:data:`SECRET_LIMIT`)."""
-    for stage in workload.stages:
-        fc = stage.function
-        if fc is None:
-            continue
-        folder = CallFolder(home, fc.call)
-        if not folder.exists():
-            continue
-        count = len(stage.map.items) if stage.map is not None else 1
-        for index in range(count):
-            call = sum(_size(p) for p in _files(folder, index).values())
-            total = call + _runtime_size()
-            if total > SECRET_LIMIT:
-                which = f" (item {index})" if stage.map is not None else ""
-                raise InvalidInput(
-                    f"{fc.name}: the function and its arguments{which} pickle to "
-                    f"{call / 1024:.0f} KiB, and with nodus's runtime to {total / 1024:.0f} "
-                    f"KiB: over the 1 MiB a Kubernetes Secret may hold, which carries the call "
-                    "to its pod",
-                    hint="pass what the function can fetch itself (a URL, a path on a volume "
-                    "the pod mounts) instead of the data, or run it on the local target",
-                )
+    for item in calls.call_items(workload, home):
+        call = sum(_size(p) for p in _files(item.folder, item.index).values())
+        total = call + _runtime_size()
+        if total > SECRET_LIMIT:
+            which = f" (item {item.index})" if item.mapped else ""
+            raise InvalidInput(
+                f"{item.function.name}: the function and its arguments{which} pickle to "
+                f"{call / 1024:.0f} KiB, and with nodus's runtime to {total / 1024:.0f} "
+                f"KiB: over the 1 MiB a Kubernetes Secret may hold, which carries the call "
+                "to its pod",
+                hint="pass what the function can fetch itself (a URL, a path on a volume "
+                "the pod mounts) instead of the data, or run it on the local target",
+            )
 
 
 def _size(path: Path) -> int:

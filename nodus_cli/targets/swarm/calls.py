@@ -65,27 +65,18 @@ _MISSING = "executable file not found"
 
 def check(workload: Workload, home: Path) -> None:
     """Refuse a function run whose call cannot travel: over :data:`VALUE_LIMIT`."""
-    for stage in workload.stages:
-        fc = stage.function
-        if fc is None:
-            continue
-        folder = CallFolder(home, fc.call)
-        if not folder.exists():
-            continue
-        base = _size(folder.function)
-        count = len(stage.map.items) if stage.map is not None else 1
-        for index in range(count):
-            total = base + _size(folder.args(index))
-            if total > VALUE_LIMIT:
-                which = f" (item {index})" if stage.map is not None else ""
-                raise InvalidInput(
-                    f"{fc.name}: the function and its arguments{which} pickle to "
-                    f"{total / 2**20:.1f} MiB, over the {VALUE_LIMIT >> 20} MiB a call may "
-                    "carry to a Swarm service",
-                    hint="pass what the function can fetch itself (a path on a shared volume, "
-                    "a URL) instead of the data, or run it on the local target, which passes "
-                    "1 GiB and more",
-                )
+    for item in calls.call_items(workload, home):
+        total = _size(item.folder.function) + _size(item.folder.args(item.index))
+        if total > VALUE_LIMIT:
+            which = f" (item {item.index})" if item.mapped else ""
+            raise InvalidInput(
+                f"{item.function.name}: the function and its arguments{which} pickle to "
+                f"{total / 2**20:.1f} MiB, over the {VALUE_LIMIT >> 20} MiB a call may "
+                "carry to a Swarm service",
+                hint="pass what the function can fetch itself (a path on a shared volume, "
+                "a URL) instead of the data, or run it on the local target, which passes "
+                "1 GiB and more",
+            )
 
 
 def _size(path: Path) -> int:
