@@ -47,6 +47,7 @@ from nodus_cli.targets.base import (
 from nodus_cli.targets.cluster.logfiles import follow_file
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, environ, slurm
+from nodus_cli.targets.slurm.endings import work_root_unseen
 
 if TYPE_CHECKING:
     from nodus_cli.workload import Stage
@@ -98,6 +99,9 @@ class ArrayHost(Protocol):
 
     #: False (``--no-wait``): an item Slurm cannot start at once is cancelled.
     queue_jobs: bool
+
+    def work_root(self) -> Path:
+        """The folder every node sees (``[slurm] work_root``)."""
 
     def job_options(self, stage: Stage) -> list[str]:
         """The ``sbatch`` options of one job of ``stage`` (GRES, CPUs, memory, limits)."""
@@ -323,7 +327,8 @@ class ArrayRun:
                 )
             else:
                 ends = run_dir / f"{self._key()}.array.end.{index}"
-                end = self.host.end_of(item.task, found, ends)
+                unseen = work_root_unseen(found, run_dir, self.host.work_root(), out, devices)
+                end = unseen or self.host.end_of(item.task, found, ends)
             with self._lock:
                 self._items.pop(index, None)
             item.ctx.ended(end)

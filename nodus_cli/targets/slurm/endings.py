@@ -12,7 +12,7 @@ from nodus_cli.targets.base import Task, TaskEnd, TaskState
 from nodus_cli.targets.docker.containers import memory_bytes, memory_limit
 from nodus_cli.targets.slurm import parse
 
-__all__ = ["END_STATES", "container_end", "job_end", "task_end"]
+__all__ = ["END_STATES", "container_end", "job_end", "task_end", "work_root_unseen"]
 
 #: sacct's end states in words, and what kind of end each is for the driver.
 END_STATES: dict[str, tuple[TaskState, str]] = {
@@ -70,3 +70,20 @@ def job_end(task: Task, ended: parse.Ended, end_file: Path) -> TaskEnd:
             "; raise memory_gb in [requirements]",
         )
     return task_end(ended, code)
+
+
+def work_root_unseen(
+    ended: parse.Ended, run_dir: Path, work_root: Path, *written: Path
+) -> TaskEnd | None:
+    """A job that ran on a node but left none of ``written`` (its output, its GPU file) in
+    ``run_dir``: that node does not see ``work_root`` (not shared, or not at the same
+    path). None when the job never ran or something it wrote is here."""
+    if ended.node in ("", "None assigned") or any(path.exists() for path in written):
+        return None
+    return TaskEnd(
+        TaskState.CANNOT_START,
+        1,
+        f"Slurm job {ended.job_id} ran on {ended.node} ({ended.state}) but nothing it wrote "
+        f"reached {run_dir}: that node does not see [slurm] work_root {work_root}; set "
+        "work_root to a folder every node mounts at the same path",
+    )

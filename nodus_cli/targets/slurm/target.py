@@ -68,7 +68,7 @@ from nodus_cli.targets.slurm.arrays import (
     settle_items,
 )
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, down_error, environ, slurm
-from nodus_cli.targets.slurm.endings import END_STATES, job_end, task_end
+from nodus_cli.targets.slurm.endings import END_STATES, job_end, task_end, work_root_unseen
 from nodus_cli.targets.slurm.script import batch_script
 from nodus_cli.workload.model import DEFAULT_PRIORITY
 
@@ -400,16 +400,8 @@ class SlurmTarget(Target):
         ran = ended.node not in ("", "None assigned")
         if ran and not node_said:
             self._node_note(job.job_id, ended.node, ctx)
-        if ran and not out.exists() and not devices.exists():
-            return TaskEnd(
-                TaskState.CANNOT_START,
-                1,
-                f"Slurm job {job.job_id} ran on {ended.node} ({ended.state}) but nothing it "
-                f"wrote reached {run_dir}: that node does not see [slurm] work_root "
-                f"{self.work_root()}; set work_root to a folder every node mounts at the same "
-                "path",
-            )
-        return job_end(task, ended, run_dir / f"{key}.{task.attempt}.end")
+        unseen = work_root_unseen(ended, run_dir, self.work_root(), out, devices)
+        return unseen or job_end(task, ended, run_dir / f"{key}.{task.attempt}.end")
 
     def _node_note(self, job_id: str, name: str, ctx: TaskContext) -> str | None:
         """Say so when Slurm drained (or lost) node ``name`` under job ``job_id``; the

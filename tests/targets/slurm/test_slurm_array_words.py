@@ -10,7 +10,7 @@ from pathlib import Path
 from nodus_cli.targets.base import Item, Task, TaskState
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.arrays import requeued
-from nodus_cli.targets.slurm.endings import job_end
+from nodus_cli.targets.slurm.endings import job_end, work_root_unseen
 from nodus_cli.targets.slurm.script import batch_script
 from nodus_cli.targets.slurm.target import nice_of
 from nodus_cli.workload import load_text
@@ -72,3 +72,21 @@ def test_each_array_task_writes_its_containers_end_and_runs_the_configured_runti
     assert end.state == TaskState.OUT_OF_MEMORY and end.exit_code == 137
     assert "out of memory: it reached" in (end.message or "")
     assert job_end(task, ended, tmp_path / "missing").exit_code == 9
+
+
+def test_a_job_whose_node_wrote_nothing_here_does_not_see_work_root(tmp_path: Path) -> None:
+    # Single jobs and array tasks alike: the real-cluster test runs a single job under a
+    # work_root its node cannot see (test_slurm_faults.py); an array task reads the same.
+    ended = parse.Ended("41_2", "x", "FAILED", 1, 0, 6, "gpu-a")
+    out, devices = tmp_path / "main.array.2.out", tmp_path / "main.array.devices.2"
+    end = work_root_unseen(ended, tmp_path, Path("/shared/nodus"), out, devices)
+    assert end is not None and end.state == TaskState.CANNOT_START
+    assert end.message == (
+        f"Slurm job 41_2 ran on gpu-a (FAILED) but nothing it wrote reached {tmp_path}: that "
+        "node does not see [slurm] work_root /shared/nodus; set work_root to a folder every "
+        "node mounts at the same path"
+    )
+    out.write_text("hello\n")
+    assert work_root_unseen(ended, tmp_path, Path("/shared/nodus"), out, devices) is None
+    never = parse.Ended("41_3", "x", "CANCELLED", 0, 0, 0, "None assigned")
+    assert work_root_unseen(never, tmp_path, Path("/shared/nodus"), out, devices) is None
