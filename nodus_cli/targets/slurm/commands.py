@@ -2,9 +2,10 @@
 
 Contract: :func:`slurm` runs one command (``sinfo``, ``sbatch``, ``squeue``, ``sacct``,
 ``scontrol``, ``scancel``) with this process's environment (``SLURM_CONF`` included)
-and returns its stdout; a command missing from ``PATH`` is :class:`~nodus_cli.errors.
-NotRunnable` naming it and the fix, a controller that does not answer is
-:class:`SlurmDown`, any other refusal :class:`SlurmRefused` with Slurm's own words.
+and returns its stdout; a command missing from ``PATH``, or finding no cluster's
+configuration, is :class:`~nodus_cli.errors.NotRunnable` naming it and the fix, a
+controller that does not answer is :class:`SlurmDown`, any other refusal
+:class:`SlurmRefused` with Slurm's own words.
 
 Why apart: every call site needs the same three failures said the same way.
 """
@@ -30,6 +31,13 @@ _DOWN = (
     "connection refused",
     "socket timed out",
     "unable to establish a connection",
+)
+
+
+#: What Slurm's commands say when they find no configuration for a cluster here.
+_NO_CONFIG = (
+    "could not establish a configuration source",
+    "unable to process configuration file",
 )
 
 
@@ -73,6 +81,12 @@ def slurm(
         raise SlurmDown(f"`{' '.join(args[:2])}` did not answer within {timeout:.0f}s") from None
     if done.returncode != 0:
         said = " ".join(done.stderr.split()) or f"exit status {done.returncode}"
+        if any(mark in said.lower() for mark in _NO_CONFIG):
+            raise NotRunnable(
+                f"Slurm's commands here find no configuration of a cluster (`{args[0]}`: {said})",
+                hint="set SLURM_CONF to the cluster's slurm.conf, or run nodus on a login "
+                "node of the cluster",
+            )
         if any(mark in said.lower() for mark in _DOWN):
             raise SlurmDown(f"`{args[0]}`: {said}")
         raise SlurmRefused(f"`{args[0]}`: {said}")

@@ -163,6 +163,28 @@ def test_a_controller_that_does_not_answer_is_one_line_with_the_fix(
     assert "Traceback" not in done.stderr
 
 
+def test_no_slurm_configuration_here_is_one_line_with_the_fix(
+    nodus: Nodus, slurm_cluster: SlurmCluster
+) -> None:
+    # Slurm's commands installed, but nothing tells them which cluster: no SLURM_CONF,
+    # no /etc/slurm/slurm.conf (the harness keeps its own), no DNS SRV record.
+    env = {k: v for k, v in nodus.environ().items() if k != "SLURM_CONF"}
+    done = subprocess.run(
+        [sys.executable, "-m", "nodus_cli", "nodes", "--target", "slurm"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 3
+    assert done.stderr.startswith(
+        "error: Slurm's commands here find no configuration of a cluster (`scontrol`: "
+    )
+    assert "hint: set SLURM_CONF to the cluster's slurm.conf" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_a_work_root_nodus_cannot_write_is_refused_before_sbatch(
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
