@@ -16,7 +16,9 @@ its words; the lowest first:
 - :mod:`.logfiles`: a task's output followed from a file its node writes to a shared
   file system (Slurm's single jobs and arrays);
 - :mod:`.refusal`: a request no node can meet, refused before anything is submitted, in
-  the same words on every cluster (the nearest fit, each node left out and why).
+  the same words on every cluster (the nearest fit, each node left out and why);
+- :mod:`.settling`: a run whose supervisor died, its jobs' ends written onto the records
+  and a fan-out stage's items summed, alike on every cluster that owns its jobs.
 
 It imports no target (``tests/test_layers.py``): targets import it.
 """

@@ -55,6 +55,7 @@ from nodus_cli.targets.base import (
 )
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share, tasks_per_node
+from nodus_cli.targets.cluster.settling import items_failure, record_end
 from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_limit
 from nodus_cli.targets.kubernetes import calls as kube_calls
 from nodus_cli.targets.kubernetes import follow as following
@@ -509,26 +510,14 @@ class KubernetesTarget(Target):
             if found is None:
                 return None
             end, seconds, node = found
-            ok = end.state == TaskState.EXITED and end.exit_code == 0
-            t.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
-            t.exit_code = end.exit_code
-            t.runtime_seconds = seconds
-            t.cost = seconds / 3600 * record.price_per_hour
+            record_end(t, end, seconds, record.price_per_hour)
             t.node = t.node or node
-            t.message = None if ok else end.message
-        failed = [t for t in items if t.status == StageStatus.FAILED or t.status.active]
         stage.cost = sum(t.cost for t in items)
-        if not failed:
+        failure = items_failure(stage.name, items, "nodus ended before it created it")
+        if failure is None:
             stage.status, stage.exit_code, stage.message = StageStatus.SUCCEEDED, 0, None
             return items, TaskEnd(TaskState.EXITED, 0), f"{len(items)} of {len(items)} items"
-        first = failed[0]
-        code = first.exit_code or 1
-        lost = "nodus ended before it created it"
-        why = first.message or (lost if first.status.active else f"exited with {code}")
-        message = (
-            f"stage {stage.name!r}: {len(failed)} of {len(items)} items failed "
-            f"(item {first.index}: {why})"
-        )
+        code, message = failure
         stage.status, stage.exit_code, stage.message = StageStatus.FAILED, code, message
         return items, TaskEnd(TaskState.EXITED, code, message), message
 
@@ -556,12 +545,7 @@ class KubernetesTarget(Target):
                 return None
             end, seconds = found
             last, last_job = end, f"Job {stage.job_id} went on"
-            ok = end.state == TaskState.EXITED and end.exit_code == 0
-            stage.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
-            stage.exit_code = end.exit_code
-            stage.runtime_seconds = seconds
-            stage.cost = seconds / 3600 * record.price_per_hour
-            stage.message = None if ok else end.message
+            record_end(stage, end, seconds, record.price_per_hour)
             stages[index] = stage
         later = [
             s.name

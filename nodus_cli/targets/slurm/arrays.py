@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from nodus_cli.records import StageStatus, TaskRecord
+from nodus_cli.records import TaskRecord
 from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
     ItemContext,
@@ -45,6 +45,7 @@ from nodus_cli.targets.base import (
     TaskState,
 )
 from nodus_cli.targets.cluster.logfiles import follow_file
+from nodus_cli.targets.cluster.settling import items_failure, record_end
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, environ, slurm
 from nodus_cli.targets.slurm.endings import work_root_unseen
@@ -401,24 +402,11 @@ def settle_items(
         found = accounted.get(t.job_id or "")
         if found is None or not found.finished:
             return None
-        end = end_of(found)
-        ok = end.state == TaskState.EXITED and end.exit_code == 0
-        t.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
-        t.exit_code = end.exit_code
-        t.runtime_seconds = float(found.elapsed_seconds)
-        t.cost = found.elapsed_seconds / 3600 * price
+        record_end(t, end_of(found), found.elapsed_seconds, price)
         t.node = t.node or found.node
-        t.message = None if ok else end.message
-    failed = [t for t in items if t.status == StageStatus.FAILED]
-    failed += [t for t in items if t.status.active]  # never recorded as submitted
     jobs = f"Slurm job array {', '.join(sorted(arrays))}" if arrays else "its Slurm jobs"
-    if not failed:
+    failure = items_failure(stage, items, "nodus ended before it recorded its Slurm job")
+    if failure is None:
         return True, 0, None, f"{jobs} went on: {len(items)} of {len(items)} items succeeded"
-    first = failed[0]
-    code = first.exit_code or 1
-    lost = "nodus ended before it recorded its Slurm job"
-    why = first.message or (lost if first.status.active else f"exited with {code}")
-    message = (
-        f"stage {stage!r}: {len(failed)} of {len(items)} items failed (item {first.index}: {why})"
-    )
+    code, message = failure
     return False, code, message, f"{jobs} went on: {message}"

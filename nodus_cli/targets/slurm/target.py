@@ -57,6 +57,7 @@ from nodus_cli.targets.base import (
 from nodus_cli.targets.cluster.logfiles import follow_file
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share
+from nodus_cli.targets.cluster.settling import record_end
 from nodus_cli.targets.slurm import calls, parse, waiting
 from nodus_cli.targets.slurm.arrays import (
     ACCOUNTING_SECONDS,
@@ -559,12 +560,7 @@ class SlurmTarget(Target):
             if found is None or not found.finished:
                 return None
             end = task_end(found)
-            ok = end.state == TaskState.EXITED and end.exit_code == 0
-            stage.status = StageStatus.SUCCEEDED if ok else StageStatus.FAILED
-            stage.exit_code = end.exit_code
-            stage.runtime_seconds = float(found.elapsed_seconds)
-            stage.cost = found.elapsed_seconds / 3600 * record.price_per_hour
-            stage.message = None if ok else end.message
+            ok = record_end(stage, end, found.elapsed_seconds, record.price_per_hour)
             stages[index] = stage
             how = end.message or (f"exited with {end.exit_code}" if end.exit_code else "completed")
             last = (ok, end.exit_code, f"Slurm job {found.job_id} went on: {how}")
