@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nodus_cli.records import StageRecord, StageStatus, TaskRecord
-from nodus_cli.targets.base import TaskEnd, TaskState
+from nodus_cli.records import RunRecord, RunStatus, StageRecord, StageStatus, TaskRecord
+from nodus_cli.targets.base import Settled, TaskEnd, TaskState
 
-__all__ = ["items_failure", "record_end"]
+__all__ = ["end_words", "items_failure", "record_end", "settled_run"]
 
 
 def record_end(
@@ -44,3 +44,37 @@ def items_failure(stage: str, items: Sequence[TaskRecord], lost: str) -> tuple[i
     return code, (
         f"stage {stage!r}: {len(failed)} of {len(items)} items failed (item {first.index}: {why})"
     )
+
+
+def end_words(end: TaskEnd) -> str:
+    """How a job ended, in a few words: its message, else its exit code, else completed."""
+    return end.message or (f"exited with {end.exit_code}" if end.exit_code else "completed")
+
+
+def settled_run(
+    record: RunRecord,
+    stages: dict[int, StageRecord],
+    tasks: dict[int, list[TaskRecord]],
+    last: tuple[bool, int | None, str] | None,
+    submitted: str,
+    submit: str,
+) -> Settled:
+    """The end of ``record``, whose supervisor died, once every job it submitted has ended:
+    ``stages`` and ``tasks`` as settled, ``last`` how the last of them ended (succeeded,
+    exit code, words; None: it submitted nothing). ``submitted`` says what it never did
+    then ("submitted a Slurm job"), ``submit`` the verb for the stages it never got to."""
+    later = [
+        s.name
+        for i, s in enumerate(record.stages)
+        if s.status.active and s.job_id is None and i not in stages
+    ]
+    who = f"its nodus process ({record.pid})" if record.pid else "its nodus process"
+    if last is None:
+        return Settled(RunStatus.FAILED, None, f"{who} ended before it {submitted}", stages)
+    ok, code, how = last
+    said = f"{who} ended; {how}"
+    if ok and not later:
+        return Settled(RunStatus.SUCCEEDED, 0, said, stages, tasks)
+    if later:
+        said += f"; not run: {', '.join(later)} (nodus was not there to {submit} them)"
+    return Settled(RunStatus.FAILED, code or 1, said, stages, tasks)

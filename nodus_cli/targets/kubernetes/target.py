@@ -37,7 +37,7 @@ from nodus_cli.errors import NotRunnable
 from nodus_cli.functions import runtime
 from nodus_cli.planning.capabilities import Capabilities
 from nodus_cli.planning.ranking import Candidate, RuntimeLookup
-from nodus_cli.records import RunStatus, StageRecord, StageStatus, TaskRecord
+from nodus_cli.records import StageRecord, StageStatus, TaskRecord
 from nodus_cli.targets import calls
 from nodus_cli.targets.base import (
     Cleanup,
@@ -55,7 +55,12 @@ from nodus_cli.targets.base import (
 )
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share, tasks_per_node
-from nodus_cli.targets.cluster.settling import items_failure, record_end
+from nodus_cli.targets.cluster.settling import (
+    end_words,
+    items_failure,
+    record_end,
+    settled_run,
+)
 from nodus_cli.targets.docker.containers import LABEL_RUN, memory_bytes, memory_limit
 from nodus_cli.targets.kubernetes import calls as kube_calls
 from nodus_cli.targets.kubernetes import follow as following
@@ -547,24 +552,11 @@ class KubernetesTarget(Target):
             last, last_job = end, f"Job {stage.job_id} went on"
             record_end(stage, end, seconds, record.price_per_hour)
             stages[index] = stage
-        later = [
-            s.name
-            for i, s in enumerate(record.stages)
-            if s.status.active and s.job_id is None and i not in stages
-        ]
-        who = f"its nodus process ({record.pid})" if record.pid else "its nodus process"
-        if last is None:
-            return Settled(
-                RunStatus.FAILED, None, f"{who} ended before it created a Kubernetes Job", stages
-            )
-        ok = last.state == TaskState.EXITED and last.exit_code == 0
-        how = last.message or (f"exited with {last.exit_code}" if last.exit_code else "completed")
-        said = f"{who} ended; {last_job}: {how}"
-        if ok and not later:
-            return Settled(RunStatus.SUCCEEDED, 0, said, stages, tasks)
-        if later:
-            said += f"; not run: {', '.join(later)} (nodus was not there to create them)"
-        return Settled(RunStatus.FAILED, last.exit_code or 1, said, stages, tasks)
+        ended = None
+        if last is not None:
+            ok = last.state == TaskState.EXITED and last.exit_code == 0
+            ended = (ok, last.exit_code, f"{last_job}: {end_words(last)}")
+        return settled_run(record, stages, tasks, ended, "created a Kubernetes Job", "create")
 
     # -- looking -----------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from nodus_cli.catalog import Offer
 from nodus_cli.errors import NotRunnable
 from nodus_cli.planning.capabilities import Capabilities
 from nodus_cli.planning.ranking import Candidate, RuntimeLookup
-from nodus_cli.records import RunStatus, StageRecord, StageStatus, TaskRecord
+from nodus_cli.records import StageRecord, StageStatus, TaskRecord
 from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
     Cleanup,
@@ -57,7 +57,7 @@ from nodus_cli.targets.base import (
 from nodus_cli.targets.cluster.logfiles import follow_file
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share
-from nodus_cli.targets.cluster.settling import record_end
+from nodus_cli.targets.cluster.settling import end_words, record_end, settled_run
 from nodus_cli.targets.slurm import calls, parse, waiting
 from nodus_cli.targets.slurm.arrays import (
     ACCOUNTING_SECONDS,
@@ -562,26 +562,9 @@ class SlurmTarget(Target):
             end = task_end(found)
             ok = record_end(stage, end, found.elapsed_seconds, record.price_per_hour)
             stages[index] = stage
-            how = end.message or (f"exited with {end.exit_code}" if end.exit_code else "completed")
-            last = (ok, end.exit_code, f"Slurm job {found.job_id} went on: {how}")
+            last = (ok, end.exit_code, f"Slurm job {found.job_id} went on: {end_words(end)}")
         calls.remove(self.work_root() / record.id)  # nobody will read a dead caller's outcome
-        later = [
-            s.name
-            for i, s in enumerate(record.stages)
-            if s.status.active and s.job_id is None and i not in stages
-        ]
-        who = f"its nodus process ({record.pid})" if record.pid else "its nodus process"
-        if last is None:
-            return Settled(
-                RunStatus.FAILED, None, f"{who} ended before it submitted a Slurm job", stages
-            )
-        ok, code, how = last
-        said = f"{who} ended; {how}"
-        if ok and not later:
-            return Settled(RunStatus.SUCCEEDED, 0, said, stages, tasks)
-        if later:
-            said += f"; not run: {', '.join(later)} (nodus was not there to submit them)"
-        return Settled(RunStatus.FAILED, code or 1, said, stages, tasks)
+        return settled_run(record, stages, tasks, last, "submitted a Slurm job", "submit")
 
     # -- looking -----------------------------------------------------------------------
 
