@@ -225,19 +225,23 @@ class RunStore:
         logs of recorded runs, lost every record (truncated by a crash, a full disk or a
         careless copy): damaged, not new. Made afresh it would say "no runs recorded yet"
         and hide the history those logs belong to. (A new database is empty only for the
-        moment between its creation and its first commit, in a folder with no logs.)"""
-        if self.db_path.stat().st_size > 0:
+        moment between its creation and its first commit, in a folder with no logs.)
+
+        The logs are counted first: another process that opens the same new folder at
+        this moment may prepare the database, record a run and write its log between two
+        looks, and a size read before its logs were counted would call that database
+        emptied."""
+        runs = len(self.log_ids())
+        if not runs or self.db_path.stat().st_size > 0:
             return
         wal = self.db_path.with_name(self.db_path.name + "-wal")
         if wal.exists() and wal.stat().st_size > 0:
             return
-        runs = len(self.log_ids())
-        if runs:
-            raise _damaged(
-                self.db_path,
-                f"it is empty (0 bytes), but {self._logs} holds the logs of "
-                f"{plural(runs, 'recorded run')}",
-            )
+        raise _damaged(
+            self.db_path,
+            f"it is empty (0 bytes), but {self._logs} holds the logs of "
+            f"{plural(runs, 'recorded run')}",
+        )
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:

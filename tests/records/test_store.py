@@ -333,6 +333,35 @@ def test_an_emptied_database_beside_run_logs_is_damaged_not_new(tmp_path: Path) 
     assert db.stat().st_size == 0  # nothing was made over it
 
 
+def test_a_new_database_another_process_fills_meanwhile_is_not_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three first calls at once in a new folder: while one store looks at the 0-byte
+    database another creates it, records a run and writes its log. Not damaged."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "runs.sqlite3").write_bytes(b"")  # a first store made it, not committed yet
+    counted = RunStore.log_ids
+    raced: list[str] = []
+    looks: list[RunStore] = []
+
+    def racing(self: RunStore) -> list[str]:
+        if not looks:  # the other process's whole first run, between two looks
+            looks.append(self)
+            other = RunStore(home)
+            other._prepare()
+            rec = other.create_run(make_workload(), "local", 0.0, None)
+            log = other.log_writer(rec.id)
+            log.write("main", None, "stdout", "first")
+            log.close()
+            raced.append(rec.id)
+        return counted(self)
+
+    monkeypatch.setattr(RunStore, "log_ids", racing)
+    store = RunStore.open(home)
+    assert [r.id for r in store.list_runs()] == raced
+
+
 def test_an_empty_database_in_a_folder_without_logs_is_new(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
