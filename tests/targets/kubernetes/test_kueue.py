@@ -499,3 +499,51 @@ def test_no_wait_refuses_with_kueues_reason_and_wait_timeout_says_it(
         "1st in queue 'gpu'"
     ) in out
     assert kube_emulator.jobs() == []
+
+
+def test_every_item_of_an_indexed_job_kueue_holds_says_its_place(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    _local_queue(kube_emulator, "gpu")
+    _kueue_workload(kube_emulator, "ahead", "gpu", "2026-12-05T00:00:00Z")
+    path = nodus.tmp / "fan.toml"
+    path.write_text(
+        f'name = "fan"\nimage = "{IMAGE}"\ncommand = "echo $NODUS_ITEM"\ngpu = "H100"\n'
+        'gpu_count = 1\n[map]\nitems = ["a", "b"]\n'
+    )
+    proc = nodus.popen("run", path, "--target", "kubernetes")
+    job = _job(kube_emulator)
+    assert kube_emulator.jobs()[0]["spec"]["completionMode"] == "Indexed"
+    _kueue_workload(kube_emulator, f"job-{job}-1a2b3", "gpu", "2026-12-05T01:00:00Z", job=job)
+    words = f"waiting for Kueue to admit Job {job}: 2nd in queue 'gpu' (2nd in its cluster queue)"
+    deadline = time.monotonic() + 30
+    tasks: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        run_id = nodus.runs()[0]["id"]
+        done = subprocess.run(
+            [sys.executable, "-m", "nodus_cli", "runs", run_id, "--json"],
+            capture_output=True,
+            text=True,
+            env=nodus.environ(),
+            timeout=60,
+            check=False,
+        )
+        tasks = json.loads(done.stdout)["stages"][0]["tasks"]
+        if all(words in str(t.get("message")) for t in tasks):
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError(tasks)
+    assert {t["status"] for t in tasks} == {"queued"}
+    kube_emulator.call(
+        "PATCH", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{job}", {"spec": {"suspend": False}}
+    )
+    deadline = time.monotonic() + 30
+    while len(kube_emulator.pods()) < 2:
+        assert time.monotonic() < deadline, kube_emulator.pods()
+        time.sleep(0.2)
+    for pod in kube_emulator.pods():
+        kube_emulator.run_pod(pod["metadata"]["name"], "gpu-h100")
+        kube_emulator.end_pod(pod["metadata"]["name"], 0)
+    rc, out = _finish(proc)
+    assert rc == 0, out
