@@ -8,7 +8,9 @@ as the server sent them: building the client's model objects costs several times
 the listing itself does, benchmarks/README.md) and raise :class:`KubernetesFailure` (a
 :class:`NotRunnable`, exit 3) for a refused or failed call, worded by :func:`failure`
 (401: credentials, 403: RBAC, 404, unreachable, ...). A missing client is one line
-saying how to install it.
+saying how to install it. Kueue's APIs (an add-on, in versions that come and go) are asked
+at the newest version of :data:`KUEUE_VERSIONS` or :data:`VISIBILITY_VERSIONS` the cluster
+serves, and the one that answered is kept.
 
 Why apart: the rest of the target reads documents and never sees the client's types, so
 the parsing, the manifests and the following are tested without a server, and the one

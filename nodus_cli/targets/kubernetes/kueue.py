@@ -19,8 +19,8 @@ It ends the task (a :class:`TaskEnd`, its Job then deleted by the caller) when K
 deactivates the Workload (``spec.active: false``; ``Evicted`` for ``Deactivated``,
 ``InactiveWorkload``) or evicts it for ``PodsReadyTimeout``: the cluster's failure
 (``infrastructure``: ``--retries`` runs it again), not the workload's; and, under
-``--no-wait``, as soon as Kueue says it cannot admit it now (exit 3, as a pod the
-scheduler cannot place).
+``--no-wait``, as soon as Kueue says it cannot admit it now, or the cluster serves no
+Kueue Workloads (exit 3, as a pod the scheduler cannot place).
 
 Asking costs a call or two (the Workloads, then the place): once per Job every
 :data:`ASK_SECONDS` (as often as a waiting task asks who holds the GPUs,
@@ -83,12 +83,14 @@ class Reading:
 @struct(frozen=True)
 class _Asked:
     """What Kueue said of one Job at ``at`` (monotonic): its Workload (None: none yet), its
-    place (local, cluster; from 1), and what keeps nodus from knowing more."""
+    place (local, cluster; from 1), what keeps nodus from knowing more, and whether the
+    cluster serves no Workloads at all (no Kueue: nothing will admit the Job)."""
 
     at: float
     workload: dict[str, Any] | None
     place: tuple[int, int] | None
     note: str
+    no_kueue: bool = False
 
 
 _ASKED: dict[tuple[str, str, str], _Asked] = {}
@@ -219,7 +221,8 @@ def _ask(cluster: Cluster, job: dict[str, Any], queue: str | None) -> _Asked:
     except KubernetesFailure as exc:
         if exc.status == 404:
             note = "the cluster serves no Kueue Workloads: without Kueue the Job stays suspended"
-        elif exc.status == 403:
+            return _Asked(time.monotonic(), None, None, note, no_kueue=True)
+        if exc.status == 403:
             note = "nodus may not read Kueue's Workloads (403); docs/targets.md lists the Role"
         else:
             note = f"Kueue's Workloads cannot be read now: {exc.message}"
@@ -284,7 +287,7 @@ def kueue_pending(
             f"{read.end} while Job {name} waited in queue {queue!r}: the cluster's decision, "
             "not the workload's (--retries runs it again); its Job is deleted",
         )
-    if read is not None and read.refused and not queue_ok:
+    if not queue_ok and (asked.no_kueue or (read is not None and read.refused)):
         return TaskEnd(
             TaskState.KILLED,
             3,

@@ -138,7 +138,7 @@ class _Kueue:
     """Kueue's answers, each call counted (a stand-in for the API server here: the calls
     themselves are tested against the emulator below)."""
 
-    def __init__(self, workloads: list[dict[str, Any]], pending: Any) -> None:
+    def __init__(self, workloads: Any, pending: Any) -> None:
         self.server, self.namespace = "https://k", "ml"
         self._workloads = workloads
         self._pending = pending
@@ -146,6 +146,8 @@ class _Kueue:
 
     def workloads(self, selector: str | None = None) -> list[dict[str, Any]]:
         self.calls += 1
+        if isinstance(self._workloads, KubernetesFailure):
+            raise self._workloads
         return self._workloads
 
     def pending_workloads(self, queue: str) -> list[dict[str, Any]]:
@@ -203,6 +205,30 @@ def test_without_the_visibility_api_the_words_say_the_reason_without_the_place(
         f"waiting for Kueue to admit Job j-{status} from queue 'gpu'; Kueue says: insufficient "
         f"unused quota for nvidia.com/gpu in flavor h100, 2 more needed ({note})"
     )
+
+
+@pytest.mark.parametrize(
+    ("status", "note"),
+    [
+        (404, "the cluster serves no Kueue Workloads: without Kueue the Job stays suspended"),
+        (403, "nodus may not read Kueue's Workloads (403); docs/targets.md lists the Role"),
+    ],
+)
+def test_a_cluster_without_kueue_or_its_workloads_says_so(status: int, note: str) -> None:
+    job = {"metadata": {"name": f"j-w{status}"}, "spec": {"suspend": True}}
+    cluster = _Kueue(KubernetesFailure("no", status=status), [])
+    said = kueue_pending(cluster, job, "gpu")  # type: ignore[arg-type]
+    words = f"waiting for Kueue to admit Job j-w{status} from queue 'gpu' ({note})"
+    assert said == Pending(PendingKind.SCHEDULING, words)
+    refused = kueue_pending(cluster, job, "gpu", queue_ok=False)  # type: ignore[arg-type]
+    assert cluster.calls == 1  # asked again only a while later
+    if status == 404:  # nothing will ever admit it: --no-wait says so at once
+        assert isinstance(refused, TaskEnd) and refused.exit_code == 3
+        assert refused.message == (
+            f"--no-wait: Kueue did not admit Job j-w{status} at once: {words}; its Job is deleted"
+        )
+    else:  # Kueue may be there: nodus cannot tell
+        assert refused == said
 
 
 def test_no_wait_ends_a_job_kueue_cannot_admit_now() -> None:
