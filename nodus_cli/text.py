@@ -24,6 +24,7 @@ __all__ = [
     "gpu_text",
     "middle",
     "money",
+    "ordinal",
     "plural",
     "safe",
     "take",
@@ -80,6 +81,12 @@ def plural(count: int, singular: str, many: str | None = None, *, grouped: bool 
     (``many`` for irregular plurals; ``grouped``: ``12,345 rows``, for counts that grow)."""
     shown = f"{count:,}" if grouped else str(count)
     return f"{shown} {singular if count == 1 else (many or singular + 's')}"
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``11th``: a place in line as it reads."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def display_width(text: str) -> int:

@@ -24,6 +24,15 @@ cannot run (no scheduler, no kubelet):
   ``JOB_COMPLETION_INDEX`` variable), and a pod that ends (or is deleted) makes room for
   the next index (no index gets a second pod: ``backoffLimitPerIndex: 0``);
 * ``GET .../pods/NAME/log`` answers the pod's annotation ``emulator.nodus.test/log``;
+* Kueue's ``kueue.x-k8s.io/v1beta2`` Workloads and LocalQueues are stored (the test
+  creates them, as Kueue would, and scripts their conditions), and Kueue's visibility API
+  answers ``GET /apis/visibility.kueue.x-k8s.io/VERSION/namespaces/NS/localqueues/Q/
+  pendingworkloads`` as Kueue does (:meth:`Emulator._pending_workloads`): the pending
+  Workloads of LocalQueue Q in their ClusterQueue's order (priority, then age), each with
+  ``positionInLocalQueue`` and ``positionInClusterQueue``. The LocalQueue's annotation
+  ``emulator.nodus.test/visibility`` scripts the API itself: ``forbidden`` (403, as RBAC
+  answers), ``unserved`` (404, as an API server without it), or the versions served
+  (``v1alpha1``, as an older Kueue); a LocalQueue that does not exist is 404;
 * the bearer token ``expired-token`` is answered 401, namespace ``forbidden`` 403, and
   creating anything in namespace ``missing`` 404 (listing there finds nothing, as on a
   real server), with the Status documents a real API server sends.
@@ -49,6 +58,11 @@ LOG_ANNOTATION = "emulator.nodus.test/log"
 PODS = resource("", "v1", "pods")
 INDEX = "batch.kubernetes.io/job-completion-index"
 CORE = ("nodes", "pods", "events", "namespaces", "configmaps", "secrets")
+KUEUE = "kueue.x-k8s.io"
+VISIBILITY = "visibility.kueue.x-k8s.io"
+VISIBILITY_ANNOTATION = "emulator.nodus.test/visibility"
+WORKLOADS = resource(KUEUE, "v1beta2", "workloads")
+LOCAL_QUEUES = resource(KUEUE, "v1beta2", "localqueues")
 
 
 def _is(request: Any, group: str, plural: str) -> bool:
@@ -81,6 +95,8 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
             )
         if request.namespace == "missing" and request.method == "POST":
             raise KubernetesError(404, "NotFound", 'namespaces "missing" not found', {})
+        if _is(request, VISIBILITY, "localqueues") and request.subresource == "pendingworkloads":
+            return aiohttp.web.json_response(self._pending_workloads(request))
         if _is(request, "", "pods") and request.subresource == "log":
             obj = None
             for (res, ns, name), stored in self.objects.items():
@@ -113,6 +129,111 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
         if _is(request, "batch", "jobs") and request.method == "DELETE" and answer.status < 300:
             self._delete_pods(request.namespace, request.name)
         return answer
+
+    def _stored(self, res: Any, namespace: str | None = None) -> list[Any]:
+        return [
+            o
+            for (r, ns, _), o in list(self.objects.items())
+            if r == res and (namespace is None or ns == namespace) and not o.deleted
+        ]
+
+    def _pending_workloads(self, request: Any) -> dict[str, Any]:
+        """Kueue's visibility API: the pending Workloads of a LocalQueue (see the module)."""
+        version = request.resource.version
+        queue = next(
+            (
+                q
+                for q in self._stored(LOCAL_QUEUES, request.namespace)
+                if q["metadata"]["name"] == request.name
+            ),
+            None,
+        )
+        if queue is None:
+            raise KubernetesError(
+                404, "NotFound", f'localqueues.{VISIBILITY} "{request.name}" not found', {}
+            )
+        scripted = ((queue.get("metadata") or {}).get("annotations") or {}).get(
+            VISIBILITY_ANNOTATION, ""
+        )
+        if scripted == "forbidden":
+            raise KubernetesError(
+                403,
+                "Forbidden",
+                f'localqueues.{VISIBILITY} "{request.name}" is forbidden: User "alice" cannot '
+                f'get resource "localqueues/pendingworkloads" in API group "{VISIBILITY}" in '
+                f'the namespace "{request.namespace}"',
+                {},
+            )
+        if scripted == "unserved" or (scripted and version not in scripted.split(",")):
+            raise KubernetesError(
+                404, "NotFound", "the server could not find the requested resource", {}
+            )
+        cluster_queue = (queue.get("spec") or {}).get("clusterQueue")
+        lanes = {  # (namespace, LocalQueue) -> its ClusterQueue
+            (q["metadata"].get("namespace"), q["metadata"]["name"]): (q.get("spec") or {}).get(
+                "clusterQueue"
+            )
+            for q in self._stored(LOCAL_QUEUES)
+        }
+
+        def waits(w: Any) -> bool:
+            types = {
+                c.get("type")
+                for c in (w.get("status") or {}).get("conditions") or ()
+                if c.get("status") == "True"
+            }
+            return (w.get("spec") or {}).get("active", True) is not False and not types & {
+                "QuotaReserved",
+                "Admitted",
+                "Finished",
+            }
+
+        line = sorted(
+            (
+                w
+                for w in self._stored(WORKLOADS)
+                if waits(w)
+                and lanes.get(
+                    (w["metadata"].get("namespace"), (w.get("spec") or {}).get("queueName"))
+                )
+                == cluster_queue
+            ),
+            key=lambda w: (
+                -int((w.get("spec") or {}).get("priority") or 0),
+                str(w["metadata"].get("creationTimestamp") or ""),
+                w["metadata"]["name"],
+            ),
+        )
+        items, in_queue = [], 0
+        for place, w in enumerate(line):
+            meta = w["metadata"]
+            ours = (meta.get("namespace"), (w.get("spec") or {}).get("queueName")) == (
+                request.namespace,
+                request.name,
+            )
+            if not ours:
+                continue
+            items.append(
+                {
+                    "metadata": {
+                        "name": meta["name"],
+                        "namespace": meta.get("namespace"),
+                        "creationTimestamp": meta.get("creationTimestamp"),
+                        "ownerReferences": meta.get("ownerReferences") or [],
+                    },
+                    "priority": int((w.get("spec") or {}).get("priority") or 0),
+                    "localQueueName": request.name,
+                    "positionInClusterQueue": place,
+                    "positionInLocalQueue": in_queue,
+                }
+            )
+            in_queue += 1
+        return {
+            "kind": "PendingWorkloadsSummary",
+            "apiVersion": f"{VISIBILITY}/{version}",
+            "metadata": {"creationTimestamp": None},
+            "items": items,
+        }
 
     def _job_pod(self, job: dict[str, Any]) -> None:
         spec = job.get("spec") or {}
@@ -242,6 +363,8 @@ async def main() -> None:
         for plural in CORE:
             kmock.resources[f"v1/{plural}"] = {}
         kmock.resources["batch/v1/jobs"] = {}
+        for plural in ("workloads", "localqueues"):  # Kueue's, as a recent Kueue serves them
+            kmock.resources[f"{KUEUE}/v1beta2/{plural}"] = {}
         if args.load:  # many objects at once (a benchmark's cluster): no request each
             with open(args.load, encoding="utf-8") as handle:
                 for plural, docs in json.load(handle).items():

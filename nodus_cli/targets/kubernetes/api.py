@@ -8,7 +8,9 @@ as the server sent them: building the client's model objects costs several times
 the listing itself does, benchmarks/README.md) and raise :class:`KubernetesFailure` (a
 :class:`NotRunnable`, exit 3) for a refused or failed call, worded by :func:`failure`
 (401: credentials, 403: RBAC, 404, unreachable, ...). A missing client is one line
-saying how to install it.
+saying how to install it. Kueue's APIs (an add-on, in versions that come and go) are asked
+at the newest version of :data:`KUEUE_VERSIONS` or :data:`VISIBILITY_VERSIONS` the cluster
+serves, and the one that answered is kept.
 
 Why apart: the rest of the target reads documents and never sees the client's types, so
 the parsing, the manifests and the following are tested without a server, and the one
@@ -38,6 +40,10 @@ except ImportError:  # pragma: no cover - the test extra installs it
 
 __all__ = [
     "INSTALL_HINT",
+    "KUEUE_GROUP",
+    "KUEUE_VERSIONS",
+    "VISIBILITY_GROUP",
+    "VISIBILITY_VERSIONS",
     "Cluster",
     "KubernetesFailure",
     "connect",
@@ -50,6 +56,14 @@ INSTALL_HINT = "pip install 'nodus-cli[kubernetes]' (the official `kubernetes` c
 #: Seconds to connect and to read one answer: an API server that does not answer is said
 #: as such, not waited for.
 TIMEOUT = (5.0, 30.0)
+#: Kueue's Workloads: their API group and the versions nodus reads, newest first (Kueue
+#: 0.20 serves only v1beta2, Kueue before 0.15 only v1beta1).
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+#: Kueue's visibility API (a LocalQueue's pending Workloads in its order): v1beta2 and
+#: v1beta1 in recent Kueue, v1alpha1 in Kueue 0.6 to 0.8.
+VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
+VISIBILITY_VERSIONS = ("v1beta2", "v1beta1", "v1alpha1")
 _IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -209,7 +223,13 @@ class Cluster:
         self.namespace = namespace
         self.core = k8s.CoreV1Api(client)
         self.batch = k8s.BatchV1Api(client)
+        self.custom = k8s.CustomObjectsApi(client)
         self.server: str = client.configuration.host
+        # A subresource of a custom object (a LocalQueue's ``pendingworkloads``) is asked as
+        # the name ``QUEUE/pendingworkloads``, its slash kept: no Kubernetes name has one.
+        client.configuration.safe_chars_for_path_param = "/"
+        #: The version of each API group with versions to choose from that answered.
+        self._versions: dict[str, str] = {}
 
     def _call(self, doing: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         """One call, its answer's JSON document (``_preload_content=False``: no models)."""
@@ -356,6 +376,65 @@ class Cluster:
             "list pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector
         )["items"]
         return items
+
+    def _served(self, group: str, versions: tuple[str, ...], ask: Any) -> Any:
+        """``ask(version)`` with the first of ``versions`` the server serves (404: the next;
+        the one that answered is remembered and asked alone from then on)."""
+        known = self._versions.get(group)
+        missing: KubernetesFailure | None = None
+        for version in (known,) if known else versions:
+            try:
+                answer = ask(version)
+            except KubernetesFailure as exc:
+                if exc.status != 404:
+                    raise
+                missing = exc
+                continue
+            self._versions[group] = version
+            return answer
+        assert missing is not None
+        raise missing
+
+    def workloads(self, selector: str | None = None) -> list[dict[str, Any]]:
+        """Kueue's Workloads in the namespace (404: the cluster serves none: no Kueue)."""
+
+        def ask(version: str) -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = self._call(
+                "list Kueue Workloads",
+                self.custom.list_namespaced_custom_object,
+                KUEUE_GROUP,
+                version,
+                self.namespace,
+                "workloads",
+                **({"label_selector": selector} if selector else {}),
+            )["items"]
+            return items
+
+        found: list[dict[str, Any]] = self._served(KUEUE_GROUP, KUEUE_VERSIONS, ask)
+        return found
+
+    def pending_workloads(self, queue: str) -> list[dict[str, Any]]:
+        """The pending Workloads of LocalQueue ``queue`` in Kueue's order, each with its
+        ``positionInLocalQueue`` and ``positionInClusterQueue`` (from 0), from Kueue's
+        visibility API (404: not served, 403: not allowed)."""
+
+        def ask(version: str) -> list[dict[str, Any]]:
+            items: list[dict[str, Any]] = (
+                self._call(
+                    f"read the pending Workloads of Kueue LocalQueue {queue}",
+                    self.custom.get_namespaced_custom_object,
+                    VISIBILITY_GROUP,
+                    version,
+                    self.namespace,
+                    "localqueues",
+                    f"{queue}/pendingworkloads",
+                ).get("items")
+                or []
+            )
+            return items
+
+        found: list[dict[str, Any]] = self._served(VISIBILITY_GROUP, VISIBILITY_VERSIONS, ask)
+        return found
 
     def events(self, pod: str) -> list[dict[str, Any]]:
         """The events about pod ``pod`` (selected by the server, and again here)."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from nodus_cli.targets.base import Pending, PendingKind, Started, TaskContext, TaskEnd, TaskState
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
+from nodus_cli.targets.kubernetes.kueue import kueue_pending
 
 __all__ = [
     "HOLDERS_SECONDS",
@@ -314,15 +315,16 @@ def look(
         failed = _job_failed(job)
         if failed is not None:
             return TaskEnd(TaskState.KILLED, 1, f"the Job {name} failed with no pod: {failed}")
-        kind = PendingKind.SCHEDULING
-        if (job.get("spec") or {}).get("suspend"):
-            kind = PendingKind.LIMIT  # Kueue admits a Job when its queue's quota has room
-            words = f"waiting for Kueue to admit Job {name} from queue {queue_name!r}"
-        else:
-            words = f"Job {name} created; its pod is not there yet"
-        if words != following.said:
-            following.said = words
-            ctx.waiting(Pending(kind, words))
+        pending = Pending(PendingKind.SCHEDULING, f"Job {name} created; its pod is not there yet")
+        if (job.get("spec") or {}).get("suspend"):  # Kueue admits it by unsuspending it
+            said = kueue_pending(cluster, job, queue_name, queue_ok)
+            if isinstance(said, TaskEnd):
+                remove()
+                return said
+            pending = said
+        if pending.words != following.said:
+            following.said = pending.words
+            ctx.waiting(pending)
         return None
     pod_name = str((pod.get("metadata") or {}).get("name"))
     problem = pull_problem(pod, image)

@@ -32,8 +32,6 @@ from typing import Any
 
 from nodus_cli.targets.base import (
     ItemContext,
-    Pending,
-    PendingKind,
     Started,
     Task,
     TaskEnd,
@@ -41,6 +39,7 @@ from nodus_cli.targets.base import (
 )
 from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
+from nodus_cli.targets.kubernetes.kueue import kueue_pending
 from nodus_cli.targets.kubernetes.manifest import INDEX_ANNOTATION, items_config_map
 
 __all__ = [
@@ -284,8 +283,10 @@ class IndexedRun:
                     ),
                 )
                 return
-        if (job.get("spec") or {}).get("suspend"):
-            words = f"waiting for Kueue to admit Job {self.name} from queue {self._queue_name!r}"
-            if words != item.following.said:
-                item.following.said = words
-                item.ctx.waiting(Pending(PendingKind.LIMIT, words))
+        if (job.get("spec") or {}).get("suspend"):  # Kueue admits it by unsuspending it
+            said = kueue_pending(self.cluster, job, self._queue_name, self._queue_ok)
+            if isinstance(said, TaskEnd):  # the Job goes with the run's cleanup
+                self._end(item, said)
+            elif said.words != item.following.said:
+                item.following.said = said.words
+                item.ctx.waiting(said)

@@ -40,7 +40,7 @@ from nodus_cli.targets.docker.containers import (
     container_name,
 )
 from nodus_cli.targets.local.owner import me
-from nodus_cli.text import plural
+from nodus_cli.text import ordinal, plural
 from nodus_cli.workload.model import DEFAULT_PRIORITY
 
 # The queue's rules (.queue) are loaded by the first task that wants a GPU: a CPU run's
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from nodus_cli.targets.local.queue import Ledger, Picture, Request, Waiter
     from nodus_cli.workload import Requirements
 
-__all__ = ["QUEUE_POLL_SECONDS", "Claims", "Ended", "label", "lost", "ordinal"]
+__all__ = ["QUEUE_POLL_SECONDS", "Claims", "Ended", "label", "lost"]
 
 #: How often a queued task looks again when no engine event woke it (seconds).
 QUEUE_POLL_SECONDS = 2.0
@@ -331,11 +331,6 @@ def label(task: Task) -> str:
 def lost(exc: BaseException) -> str:
     reason = exc.reason if isinstance(exc, engine.EngineUnreachable) else str(exc)
     return f"lost the Docker engine ({reason})"
-
-
-def ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
 
 
 class _Nudge:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from nodus_cli.targets.local.claims import Claims, ordinal
+from nodus_cli.targets.local.claims import Claims
 from nodus_cli.targets.local.queue import Holder, Picture, Request, Use
+from nodus_cli.text import ordinal
 
 
 def _claims() -> Claims:
