@@ -6,9 +6,14 @@ Contract: :func:`gpu_model` reads the model a node's declaration names (a Swarm 
 its memory, a family (``h100``) its smallest; a name the table does not know is no
 model. :func:`models_listed` tells a name that lists several models ("L4, T4") from one
 that names none. :func:`node_price` is a node's price per hour: the one it declares
-(a label, the configuration), else the catalog's price of the machine it says it is,
-else 0 (not set), with where it came from in words; :func:`number` reads a declared
-figure (a label is text) or None.
+(a label, the configuration), else the catalog's price of the machine it says it is (the
+row of its region when the catalog lists one, else the lowest), else not set, with where
+it came from in words; :func:`price_notes` says it where a plan explains prices;
+:func:`number` reads a declared figure (a label is text) or None.
+
+"Not set" is not 0: a declared 0 is a node you do not pay for, while a node with no price
+is priced 0 only because nothing better is known, and says so (:data:`NOT_SET`,
+:attr:`NodePrice.known`) so that what shows it can say "price not set" and how to set one.
 
 Why here: every cluster target names its nodes' GPUs and prices the same way, and a
 model or a price read differently by two targets would plan one workload two ways.
@@ -18,12 +23,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from nodus_cli import catalog
 from nodus_cli.hardware import gpus
 from nodus_cli.structs import struct
 
 __all__ = [
+    "NOT_SET",
     "GpuModel",
     "NodePrice",
     "catalog_price",
@@ -31,7 +38,11 @@ __all__ = [
     "models_listed",
     "node_price",
     "number",
+    "price_notes",
 ]
+
+#: Nodes a note names before it counts the rest.
+_NAMED = 5
 
 
 @struct(frozen=True)
@@ -43,12 +54,21 @@ class GpuModel:
     memory_gb: float | None
 
 
+#: The source of a node's price when nothing declares one and the catalog has none.
+NOT_SET = "not set"
+
+
 @struct(frozen=True)
 class NodePrice:
-    """A node's price per hour and where it comes from, in words ("not set": 0)."""
+    """A node's price per hour and where it comes from, in words (:data:`NOT_SET`: 0)."""
 
     per_hour: float
     source: str
+
+    @property
+    def known(self) -> bool:
+        """Whether something sets the price (a declared 0 is known; not set is not)."""
+        return self.source != NOT_SET
 
 
 def gpu_model(name: str | None) -> GpuModel:
@@ -75,14 +95,28 @@ def models_listed(name: str) -> list[str]:
     return list(dict.fromkeys(f.name for f in found if f is not None))
 
 
-def catalog_price(machine_id: str, catalog_path: str | None) -> float | None:
-    """The lowest catalog price of the machine ``machine_id`` (any case); None: unlisted."""
-    prices = [
-        o.price_per_hour
+def catalog_price(
+    machine_id: str, catalog_path: str | None, region: str | None = None
+) -> float | None:
+    """The catalog price of the machine ``machine_id`` (any case) in ``region`` when the
+    catalog lists it there, else its lowest; None: unlisted."""
+    found = _catalog_row(machine_id, catalog_path, region)
+    return found[0] if found is not None else None
+
+
+def _catalog_row(
+    machine_id: str, catalog_path: str | None, region: str | None
+) -> tuple[float, bool] | None:
+    """The price :func:`catalog_price` gives, and whether it is ``region``'s own."""
+    rows = [
+        (o.region, o.price_per_hour)
         for o in catalog.load(catalog_path).offers
         if o.machine_id.lower() == machine_id.lower()
     ]
-    return min(prices) if prices else None
+    there = [price for where, price in rows if region and where == region]
+    if there:
+        return min(there), True
+    return (min(price for _, price in rows), False) if rows else None
 
 
 def node_price(
@@ -90,16 +124,49 @@ def node_price(
     declared_by: str,
     machine_id: str | None = None,
     catalog_path: str | None = None,
+    region: str | None = None,
 ) -> NodePrice:
     """A node's price: ``declared`` (not negative; ``declared_by`` says where), else the
-    catalog price of ``machine_id``, else 0 ("not set")."""
+    catalog price of ``machine_id`` (in ``region`` when listed there, else its lowest),
+    else 0, :data:`NOT_SET`."""
     if declared is not None and declared >= 0:
         return NodePrice(declared, declared_by)
     if machine_id:
-        found = catalog_price(machine_id, catalog_path)
+        found = _catalog_row(machine_id, catalog_path, region)
         if found is not None:
-            return NodePrice(found, f"catalog price of {machine_id}")
-    return NodePrice(0.0, "not set")
+            source = f"catalog price of {machine_id}"
+            if found[1]:
+                source += f" in {region}"
+            elif region:
+                source += f" (its lowest: the catalog does not list it in {region})"
+            return NodePrice(found[0], source)
+    return NodePrice(0.0, NOT_SET)
+
+
+def price_notes(prices: Sequence[tuple[str, NodePrice]], hint: str) -> list[str]:
+    """What a plan says of its nodes' prices (each node's name and price): those that are
+    the catalog's, by where they come from, and those not set, with how to set them
+    (``hint``). A price the configuration or a label declares needs no word."""
+    by_source: dict[str, list[str]] = {}
+    for name, price in prices:
+        if price.source.startswith("catalog") or not price.known:
+            by_source.setdefault(price.source, []).append(name)
+    notes = []
+    for source, names in by_source.items():
+        nodes = f"{'node' if len(names) == 1 else 'nodes'} {_listed(names)}"
+        if source == NOT_SET:
+            notes.append(
+                f"price not set for {nodes}: $/h shows $0.00 and a run there costs nothing "
+                f"in the records ({hint})"
+            )
+        else:
+            notes.append(f"{nodes}: $/h is the {source}")
+    return notes
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:_NAMED])
+    return shown if len(names) <= _NAMED else f"{shown} and {len(names) - _NAMED} more"
 
 
 def number(text: str | None) -> float | None:

@@ -53,6 +53,7 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.pricing import NodePrice, node_price, price_notes
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share, tasks_per_node
 from nodus_cli.targets.cluster.settling import (
@@ -104,6 +105,8 @@ class KubernetesTarget(Target):
         self.settings = config.kubernetes()
         self._cluster: Cluster | None = None
         self._nodes: list[NodeRecord] | None = None
+        #: Each node's price, by what prices it (many nodes share an instance type).
+        self._prices: dict[tuple[object, ...], NodePrice] = {}
         self._plan: Plan | None = None
         #: False: ``--no-wait``, a pod the scheduler cannot place ends the task.
         self._queue = True
@@ -129,8 +132,25 @@ class KubernetesTarget(Target):
             self._nodes = node_records(self.cluster.nodes(), self.cluster.pods_everywhere())
         return self._nodes
 
+    def _node_price(self, node: NodeRecord) -> NodePrice:
+        """What the configuration declares, else the catalog's price of the node's instance
+        type (its region's when listed), else not set."""
+        declared, by = self.settings.price_of(node.name, node.labels)
+        key = (declared, by, node.instance_type, node.region)
+        if key not in self._prices:
+            self._prices[key] = node_price(
+                declared, by, node.instance_type, self.catalog, node.region
+            )
+        return self._prices[key]
+
     def _price(self, node: NodeRecord) -> float:
-        return self.settings.price_of(node.name, node.labels)
+        return self._node_price(node).per_hour
+
+    def _price_details(self, node: NodeRecord) -> dict[str, str]:
+        """Where ``nodus nodes`` says its price comes from, and how to set one it lacks."""
+        price = self._node_price(node)
+        hint = {} if price.known else {"price_hint": self.price_hint}
+        return {"price_source": price.source, **hint}
 
     def _offer(self, node: NodeRecord) -> Offer:
         has = node.gpu is not None and node.gpus > 0
@@ -167,6 +187,10 @@ class KubernetesTarget(Target):
                 held = sorted(nodes, key=lambda n: (-n.gpus, n.name))
                 sp.nearest = [Candidate(self._offer(n)) for n in held[:3]]
         plan.notes.extend(self._exclusions())
+        usable = [n for n in nodes if n.usable]
+        plan.notes.extend(
+            price_notes([(n.name, self._node_price(n)) for n in usable], self.price_hint)
+        )
         return plan
 
     def prepare(self, workload: Workload, plan: Plan) -> Preparation:
@@ -604,6 +628,7 @@ class KubernetesTarget(Target):
                 free_gpus=n.free_gpus,
                 price_per_hour=self._price(n),
                 details={
+                    **self._price_details(n),
                     "gpu_label": f"{n.gpu_label[0]}={n.gpu_label[1]}" if n.gpu_label else None,
                     "gpus_used": n.gpus_used,
                     "cpus_used": n.cpus_used,
