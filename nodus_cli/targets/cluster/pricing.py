@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from nodus_cli import catalog
 from nodus_cli.hardware import gpus
 from nodus_cli.structs import struct
+
+if TYPE_CHECKING:
+    from nodus_cli.planning.plan import Plan
 
 __all__ = [
     "NOT_SET",
@@ -39,6 +43,7 @@ __all__ = [
     "node_price",
     "number",
     "price_notes",
+    "unpriced_notes",
 ]
 
 #: Nodes a note names before it counts the rest.
@@ -156,12 +161,21 @@ def price_notes(prices: Sequence[tuple[str, NodePrice]], hint: str) -> list[str]
         nodes = f"{'node' if len(names) == 1 else 'nodes'} {_listed(names)}"
         if source == NOT_SET:
             notes.append(
-                f"price not set for {nodes}: $/h shows $0.00 and a run there costs nothing "
-                f"in the records ({hint})"
+                f"price not set for {nodes}: $/h shows $0.00, and what a run there costs is "
+                f"unknown (recorded as $0.00): {hint}"
             )
         else:
             notes.append(f"{nodes}: $/h is the {source}")
     return notes
+
+
+def unpriced_notes(plan: Plan, prices: Mapping[str, NodePrice], hint: str) -> tuple[str, ...]:
+    """What a run says before it starts of the nodes the plan may place it on (its
+    stages' candidates; ``prices`` by node name) whose price is not set: what it costs
+    there is unknown."""
+    names = dict.fromkeys(c.offer.machine_id for sp in plan.stages for c in sp.candidates)
+    unpriced = [(n, prices[n]) for n in names if n in prices and not prices[n].known]
+    return tuple(price_notes(unpriced, hint))
 
 
 def _listed(names: list[str]) -> str:

@@ -53,7 +53,12 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
-from nodus_cli.targets.cluster.pricing import NodePrice, node_price, price_notes
+from nodus_cli.targets.cluster.pricing import (
+    NodePrice,
+    node_price,
+    price_notes,
+    unpriced_notes,
+)
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share, tasks_per_node
 from nodus_cli.targets.cluster.settling import (
@@ -211,7 +216,11 @@ class KubernetesTarget(Target):
         # now, before anything is created.
         self.cluster.jobs(LABEL_RUN)
         first = plan.stages[0].selected
-        return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
+        prices = {n.name: self._node_price(n) for n in self._all_nodes()}
+        return Preparation(
+            price_per_hour=first.offer.price_per_hour if first else 0.0,
+            notes=unpriced_notes(plan, prices, self.price_hint),
+        )
 
     def capacity(self, stage: Stage, plan: StagePlan) -> int:
         """Jobs of a fan-out stage created at once: the tasks the usable nodes the plan

@@ -55,7 +55,12 @@ from nodus_cli.targets.base import (
     TaskState,
 )
 from nodus_cli.targets.cluster.logfiles import follow_file
-from nodus_cli.targets.cluster.pricing import NodePrice, node_price, price_notes
+from nodus_cli.targets.cluster.pricing import (
+    NodePrice,
+    node_price,
+    price_notes,
+    unpriced_notes,
+)
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share
 from nodus_cli.targets.cluster.settling import end_words, record_end, settled_run
@@ -220,7 +225,11 @@ class SlurmTarget(Target):
         self._check_work_root()
         self._check_account()
         first = plan.stages[0].selected
-        return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
+        prices = {n.name: self._node_price(n) for n in self._all_nodes()}
+        return Preparation(
+            price_per_hour=first.offer.price_per_hour if first else 0.0,
+            notes=unpriced_notes(plan, prices, self.price_hint),
+        )
 
     def _check_work_root(self) -> None:
         root = self.work_root()
