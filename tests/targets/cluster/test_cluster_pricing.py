@@ -112,8 +112,8 @@ def test_price_notes_name_the_catalog_priced_and_the_unpriced_nodes_with_the_hin
     ]
     assert price_notes(prices, "set [kubernetes] price_per_hour") == [
         "nodes a, c: $/h is the catalog price of p4d.24xlarge in eu-west-1",
-        "price not set for nodes n0, n1, n2, n3, n4 and 2 more: $/h shows $0.00 and a run "
-        "there costs nothing in the records (set [kubernetes] price_per_hour)",
+        "price not set for nodes n0, n1, n2, n3, n4 and 2 more: $/h shows $0.00, and what a "
+        "run there costs is unknown (recorded as $0.00): set [kubernetes] price_per_hour",
     ]
     assert price_notes([("b", NodePrice(0.0, "[kubernetes] price_per_hour"))], "x") == []
 
