@@ -24,10 +24,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodus_cli import catalog
+from nodus_cli.catalog import Offer
 from nodus_cli.hardware import gpus
+from nodus_cli.records.model import PRICE_KNOWN
 from nodus_cli.structs import struct
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ __all__ = [
     "node_price",
     "number",
     "price_notes",
+    "priced_config",
     "unpriced_notes",
 ]
 
@@ -167,6 +170,13 @@ def price_notes(prices: Sequence[tuple[str, NodePrice]], hint: str) -> list[str]
         else:
             notes.append(f"{nodes}: $/h is the {source}")
     return notes
+
+
+def priced_config(offer: Offer, price: NodePrice) -> dict[str, Any]:
+    """The configuration a task's record keeps (``Started.config``): the node as an offer,
+    where its price comes from, and whether one is set (a cost on a node whose price is
+    not set is unknown, not 0: :data:`~nodus_cli.records.model.PRICE_KNOWN`)."""
+    return {**offer._asdict(), "price_source": price.source, PRICE_KNOWN: price.known}
 
 
 def unpriced_notes(plan: Plan, prices: Mapping[str, NodePrice], hint: str) -> tuple[str, ...]:

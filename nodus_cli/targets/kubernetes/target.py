@@ -57,6 +57,7 @@ from nodus_cli.targets.cluster.pricing import (
     NodePrice,
     node_price,
     price_notes,
+    priced_config,
     unpriced_notes,
 )
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
@@ -347,7 +348,9 @@ class KubernetesTarget(Target):
             price = price_share(
                 self._price(node), task.stage.requirements, gpus=node.gpus, cpus=node.cpus
             )
-        config_doc = self._offer(node)._asdict() if node is not None else None
+        config_doc = (
+            priced_config(self._offer(node), self._node_price(node)) if node is not None else None
+        )
         return Started(node=where, price_per_hour=price, config=config_doc)
 
     def _holders(self, labels: list[tuple[str, str]]) -> str:

@@ -59,6 +59,7 @@ from nodus_cli.targets.cluster.pricing import (
     NodePrice,
     node_price,
     price_notes,
+    priced_config,
     unpriced_notes,
 )
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
@@ -457,7 +458,9 @@ class SlurmTarget(Target):
                 held = tuple(f"gpu:{i}" for i in text.split(",") if i)
                 break
             time.sleep(0.1)
-        config_doc = self._offer(node)._asdict() if node is not None else None
+        config_doc = (
+            priced_config(self._offer(node), self._node_price(node)) if node is not None else None
+        )
         return Started(devices=held, node=where, price_per_hour=price, config=config_doc)
 
     def pending_of(self, stage: Stage, job_id: str, reason: str) -> Pending:

@@ -201,6 +201,10 @@ def test_a_run_on_a_node_of_a_catalog_instance_type_costs_its_catalog_price(
     assert stage["node"] == "p4d-eu"
     assert stage["cost"] == pytest.approx(stage["runtime_seconds"] / 3600 * 35.4, rel=0.05)
     assert stage["cost"] > 0
+    config = stage["configuration"]
+    assert config["price_source"] == "catalog price of p4d.24xlarge in eu-west-1"
+    assert config["price_known"] is True
+    assert "unknown" not in out
 
 
 def test_a_run_that_may_land_on_a_node_without_a_price_says_its_cost_is_unknown(
@@ -209,6 +213,7 @@ def test_a_run_that_may_land_on_a_node_without_a_price_says_its_cost_is_unknown(
     proc = nodus.popen("run", nodus.workload("L4", 1), "--target", "kubernetes")
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.run_pod(pod, "gpu-l4")
+    time.sleep(1.5)  # nodus sees it run on the node
     kube_emulator.end_pod(pod, 0)
     code, out = _finish(proc)
     assert code == 0, out
@@ -216,3 +221,16 @@ def test_a_run_that_may_land_on_a_node_without_a_price_says_its_cost_is_unknown(
         "note: price not set for node gpu-l4: $/h shows $0.00, and what a run there costs "
         f"is unknown (recorded as $0.00): {HINT}"
     ) in out
+    assert "succeeded (exit 0, cost unknown)" in out
+    done = nodus.run("runs", "--json")
+    [run] = json.loads(done.stdout)["runs"]
+    assert run["cost"] == 0.0  # the JSON stays a number; the configuration says why
+    [stage] = run["stages"]
+    assert (stage["configuration"]["price_known"], stage["configuration"]["price_source"]) == (
+        False,
+        "not set",
+    )
+    table = nodus.run("runs").stdout
+    assert "unknown" in table and "$0.00" not in table, table
+    shown = nodus.run("runs", run["id"]).stdout
+    assert ", cost unknown" in shown and "$0.00" not in shown, shown
