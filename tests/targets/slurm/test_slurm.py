@@ -143,6 +143,12 @@ def test_a_node_without_a_price_says_so_and_a_declared_0_is_a_price(nodus: Nodus
         "note: price not set for node gpu-a: $/h shows $0.00, and what a run there costs is "
         f"unknown (recorded as $0.00): {hint}"
     ) in done.stdout
+    done = nodus.run("run", nodus.workload("h100", "true"), "--target", "slurm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "succeeded (exit 0, cost unknown)" in done.stdout + done.stderr
+    (run,) = nodus.runs()
+    config = run["stages"][0]["configuration"]
+    assert (run["cost"], config["price_known"], config["price_source"]) == (0.0, False, "not set")
 
 
 def test_a_drained_node_is_explained_and_an_impossible_request_refused_before_sbatch(
