@@ -8,8 +8,10 @@ model. :func:`models_listed` tells a name that lists several models ("L4, T4") f
 that names none. :func:`node_price` is a node's price per hour: the one it declares
 (a label, the configuration), else the catalog's price of the machine it says it is (the
 row of its region when the catalog lists one, else the lowest), else not set, with where
-it came from in words; :func:`price_notes` says it where a plan explains prices;
-:func:`number` reads a declared figure (a label is text) or None.
+it came from in words; :func:`price_notes` says it where a plan explains prices,
+:func:`unpriced_notes` before a run that may land where no price is set, and
+:func:`priced_config` in the configuration a task's record keeps; :func:`number` reads a
+declared figure (a label is text) or None.
 
 "Not set" is not 0: a declared 0 is a node you do not pay for, while a node with no price
 is priced 0 only because nothing better is known, and says so (:data:`NOT_SET`,
