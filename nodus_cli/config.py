@@ -30,7 +30,7 @@ account = "ml"                # optional: sbatch --account
 qos = "normal"                # optional: sbatch --qos
 work_root = "/shared/nodus"   # a folder every node sees at the same path
 container = "docker"          # how a node runs the image: "docker" or "podman"
-price_per_hour = 4.0          # USD per hour of a whole node (default 0)
+price_per_hour = 4.0          # USD per hour of a whole node (default: not set; 0 is free)
 prices = { gpu-a = 12.0 }     # USD per hour by node or partition name
 
 [kubernetes]                  # --target kubernetes (docs/targets.md)
@@ -39,7 +39,8 @@ namespace = "ml"              # optional: where Jobs go (default: the context's,
 priority_class = "batch-low"  # optional: the PriorityClass every pod gets
 priority_classes = { urgent = 80 }  # optional: a run's `priority` at or above -> that class
 queue = "team-a"              # optional: a Kueue LocalQueue (kueue.x-k8s.io/queue-name)
-price_per_hour = 4.0          # USD per hour of a whole node (default 0)
+price_per_hour = 4.0          # USD per hour of a whole node (default: the catalog's price
+                              # of its instance type, else not set; 0 is free)
 prices = { "p5.48xlarge" = 98.3 }  # USD per hour by node name or a value of its labels
 
 [functions]
@@ -229,18 +230,22 @@ def _section(path: Path, doc: dict[str, Any], name: str) -> dict[str, Any]:
 
 def _node_prices(
     path: Path, name: str, section: dict[str, Any], table: str, example: str
-) -> tuple[float, dict[str, float]]:
-    """A cluster section's ``price_per_hour`` (every node) and ``prices`` (by node, or what
-    else the cluster names: ``table`` says it, ``example`` shows it), in USD per hour."""
-    price = _amount(
-        path,
-        name,
-        "price_per_hour",
-        section.get("price_per_hour", 0.0),
-        unit="USD per hour",
-        example="4.0",
-        zero_ok=True,
-    )
+) -> tuple[float | None, dict[str, float]]:
+    """A cluster section's ``price_per_hour`` (every node; None: not set, which is not 0,
+    a cluster you do not pay for) and ``prices`` (by node, or what else the cluster names:
+    ``table`` says it, ``example`` shows it), in USD per hour."""
+    raw_price = section.get("price_per_hour")
+    price = None
+    if raw_price is not None:
+        price = _amount(
+            path,
+            name,
+            "price_per_hour",
+            raw_price,
+            unit="USD per hour",
+            example="4.0",
+            zero_ok=True,
+        )
     raw = section.get("prices", {})
     if not isinstance(raw, dict):
         raise NodusError(
@@ -322,16 +327,19 @@ class SlurmConfig:
     #: A folder every node sees at the same path (None: ``NODUS_HOME/slurm``).
     work_root: Path | None = None
     container: str = "docker"
-    price_per_hour: float = 0.0
+    #: USD per hour of every node without a price of its own (None: not set).
+    price_per_hour: float | None = None
     #: USD per hour by node or partition name (a node's own price first).
     prices: dict[str, float] = field(default_factory=dict)
 
-    def price_of(self, node: str, partition: str | None) -> float:
+    def price_of(self, node: str, partition: str | None) -> tuple[float | None, str]:
+        """The price declared for ``node`` (its own entry of ``prices``, else its
+        partition's, else ``price_per_hour``; None: not set) and the key that declares it."""
         if node in self.prices:
-            return self.prices[node]
+            return self.prices[node], f"[slurm] prices: {node!r} (the node)"
         if partition is not None and partition in self.prices:
-            return self.prices[partition]
-        return self.price_per_hour
+            return self.prices[partition], f"[slurm] prices: {partition!r} (its partition)"
+        return self.price_per_hour, "[slurm] price_per_hour"
 
 
 def slurm() -> SlurmConfig:
@@ -396,7 +404,8 @@ class KubernetesConfig:
     namespace: str | None = None
     priority_class: str | None = None
     queue: str | None = None
-    price_per_hour: float = 0.0
+    #: USD per hour of every node without a price of its own (None: not set).
+    price_per_hour: float | None = None
     #: USD per hour by node name, else by the value of one of the node's labels (its
     #: instance type, its GPU product).
     prices: dict[str, float] = field(default_factory=dict)
@@ -411,13 +420,16 @@ class KubernetesConfig:
         ]
         return max(reached)[1] if reached else self.priority_class
 
-    def price_of(self, node: str, labels: dict[str, str]) -> float:
+    def price_of(self, node: str, labels: dict[str, str]) -> tuple[float | None, str]:
+        """The price declared for ``node`` (its name's entry of ``prices``, else the entry
+        of one of its label values, else ``price_per_hour``; None: not set) and the key
+        that declares it."""
         if node in self.prices:
-            return self.prices[node]
-        for value in sorted(labels.values()):
+            return self.prices[node], f"[kubernetes] prices: {node!r} (the node)"
+        for value, key in sorted((v, k) for k, v in labels.items()):
             if value in self.prices:
-                return self.prices[value]
-        return self.price_per_hour
+                return self.prices[value], f"[kubernetes] prices: {value!r} (label {key})"
+        return self.price_per_hour, "[kubernetes] price_per_hour"
 
 
 _KUBERNETES_EXAMPLES = {

@@ -20,6 +20,7 @@ __all__ = [
     "RESET",
     "bounded",
     "clipped",
+    "cost_text",
     "display_width",
     "gpu_text",
     "middle",
@@ -199,6 +200,14 @@ def money(value: float | None) -> str:
     if value is None:
         return "-"
     return f"${value:,.2f}" if value >= 0.1 or value == 0 else f"${value:,.4f}"
+
+
+def cost_text(value: float, known: bool = True) -> str:
+    """A recorded cost, said "unknown" where a price it needed was not set (the record
+    holds 0 for that part): ``$1.20 + unknown`` when the rest cost something."""
+    if known:
+        return money(value)
+    return f"{money(value)} + unknown" if value > 0 else "unknown"
 
 
 def gpu_text(gpu: str | None, count: int, memory_gb: float) -> str:

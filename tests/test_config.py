@@ -228,3 +228,37 @@ def test_cluster_prices_are_read_alike_for_slurm_and_kubernetes(cfg: Path) -> No
     )
     cfg.write_text("[kubernetes]\nprices = { n1 = -2 }\n")
     assert "kubernetes.prices.n1" in error(config.kubernetes)
+
+
+def test_a_cluster_price_not_set_is_none_and_a_declared_0_is_a_price(cfg: Path) -> None:
+    assert config.slurm().price_per_hour is None
+    assert config.kubernetes().price_per_hour is None
+    assert config.slurm().price_of("gpu-a", "gpu") == (None, "[slurm] price_per_hour")
+    assert config.kubernetes().price_of("n1", {}) == (None, "[kubernetes] price_per_hour")
+    cfg.write_text("[slurm]\nprice_per_hour = 0\n[kubernetes]\nprice_per_hour = 0\n")
+    assert config.slurm().price_of("gpu-a", "gpu") == (0.0, "[slurm] price_per_hour")
+    assert config.kubernetes().price_of("n1", {}) == (0.0, "[kubernetes] price_per_hour")
+    cfg.write_text("[kubernetes]\nprice_per_hour = true\n")
+    assert error(config.kubernetes) == (
+        f"{cfg}: kubernetes.price_per_hour must be a number >= 0 (USD per hour), not true\n"
+        "hint: write it as, e.g., price_per_hour = 4.0"
+    )
+
+
+def test_a_declared_cluster_price_says_which_entry_declares_it(cfg: Path) -> None:
+    cfg.write_text(
+        "[slurm]\nprice_per_hour = 4.0\nprices = { gpu-a = 12.5, big = 30.0 }\n"
+        '[kubernetes]\nprice_per_hour = 2.0\nprices = { "p4d.24xlarge" = 20.0, n1 = 9.0 }\n'
+    )
+    slurm = config.slurm()
+    assert slurm.price_of("gpu-a", "big") == (12.5, "[slurm] prices: 'gpu-a' (the node)")
+    assert slurm.price_of("gpu-b", "big") == (30.0, "[slurm] prices: 'big' (its partition)")
+    assert slurm.price_of("gpu-b", None) == (4.0, "[slurm] price_per_hour")
+    kube = config.kubernetes()
+    labels = {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+    assert kube.price_of("n1", labels) == (9.0, "[kubernetes] prices: 'n1' (the node)")
+    assert kube.price_of("n2", labels) == (
+        20.0,
+        "[kubernetes] prices: 'p4d.24xlarge' (label node.kubernetes.io/instance-type)",
+    )
+    assert kube.price_of("n2", {}) == (2.0, "[kubernetes] price_per_hour")

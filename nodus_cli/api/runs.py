@@ -72,6 +72,8 @@ class StageResult:
     runtime_seconds: float | None = None
     #: Every task of a fan-out stage, when the result was asked for with them.
     tasks: list[ItemResult] = field(default_factory=list)
+    #: False: it ran on a node whose price is not set, so ``cost`` (0) is not what it cost.
+    cost_known: bool = True
 
     @classmethod
     def of(cls, s: StageRecord) -> StageResult:
@@ -88,6 +90,7 @@ class StageResult:
             list(s.gpu_uuids),
             s.runtime_seconds,
             [ItemResult.of(t) for t in s.tasks],
+            s.cost_known,
         )
 
 
@@ -117,6 +120,11 @@ class RunResult:
     @property
     def ok(self) -> bool:
         return self.status == RunStatus.SUCCEEDED
+
+    @property
+    def cost_known(self) -> bool:
+        """False when a stage ran on a node whose price is not set: ``cost`` leaves it out."""
+        return all(s.cost_known for s in self.stages)
 
     @classmethod
     def of(cls, record: RunRecord, now: str | None = None) -> RunResult:

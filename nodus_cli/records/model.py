@@ -11,6 +11,10 @@ from typing import Any
 
 from nodus_cli.structs import field, struct
 
+#: The key of a stage's configuration that is false when the price of the node it ran on
+#: was not set (a cluster node nothing prices): its cost, recorded as 0, is unknown.
+PRICE_KNOWN = "price_known"
+
 
 class RunStatus(StrEnum):
     #: Recorded and submitted, not yet running (a detached run starting, a pending task).
@@ -111,6 +115,11 @@ class StageRecord:
     tasks: list[TaskRecord] = field(default_factory=list)
     #: Per-status counts of a fan-out stage's tasks.
     task_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def cost_known(self) -> bool:
+        """False when it ran on a node whose price was not set (:data:`PRICE_KNOWN`)."""
+        return (self.config or {}).get(PRICE_KNOWN) is not False
 
     def as_json(self, tasks: bool = False) -> dict[str, Any]:
         doc: dict[str, Any] = {

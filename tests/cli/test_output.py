@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nodus_cli.cli.output import Writer, stderr_line, terminal_width, use_colour
-from nodus_cli.text import clipped, display_width, money, plural, wrap
+from nodus_cli.text import clipped, cost_text, display_width, money, plural, wrap
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -48,6 +48,13 @@ def test_no_color_wins_over_force_color(monkeypatch: pytest.MonkeyPatch) -> None
 )
 def test_money(value: float | None, shown: str) -> None:
     assert money(value) == shown
+
+
+def test_a_cost_whose_price_was_not_set_is_unknown_not_0() -> None:
+    assert cost_text(0.0) == "$0.00"
+    assert cost_text(0.0, known=False) == "unknown"
+    assert cost_text(1.2, known=False) == "$1.20 + unknown"
+    assert cost_text(1.2, known=True) == "$1.20"
 
 
 # -- fitting the terminal ------------------------------------------------------------------

@@ -68,7 +68,13 @@ def run(as_json: bool, target: str = "swarm") -> int:
             out.line(f"{out.paint('note:', 'yellow')} node {safe(n.hostname)}: {safe(problem)}")
         source = str(n.details.get("price_source") or "")
         if source.startswith("catalog"):
-            out.line(out.paint(f"node {safe(n.hostname)}: $/h is the {source}", "dim"))
+            out.line(out.paint(f"node {safe(n.hostname)}: $/h is the {safe(source)}", "dim"))
+    unpriced = [n for n in nodes if n.details.get("price_hint")]
+    if unpriced:
+        names = ", ".join(safe(n.hostname) for n in unpriced)
+        hint = safe(str(unpriced[0].details["price_hint"]))
+        noun = "node" if len(unpriced) == 1 else "nodes"
+        out.line(f"{out.paint('note:', 'yellow')} price not set for {noun} {names}: {hint}")
     out.line(out.paint(note, "dim"))
     out.flush()
     return 0

@@ -16,7 +16,7 @@ from nodus_cli.api.client import Client, Prepared
 from nodus_cli.cli.output import PullDisplay, emit_json, use_colour
 from nodus_cli.errors import UsageError
 from nodus_cli.structs import replace, struct
-from nodus_cli.text import bounded, money, safe
+from nodus_cli.text import bounded, cost_text, safe
 from nodus_cli.workload import Workload
 from nodus_cli.workload.duration import DURATION_HINT, parse_duration
 
@@ -153,8 +153,18 @@ def _go(client: Client, prepared: Prepared, detach: bool, retries: int, as_json:
         colour = "32" if outcome.status == "succeeded" else "31"
         if use_colour() and sys.stderr.isatty():
             text = f"\x1b[1;{colour}m{text}\x1b[0m"
-        _line(f"{text} (exit {outcome.exit_code}, cost {money(outcome.cost)})")
+        cost = cost_text(outcome.cost, _cost_known(client, done.run_id))
+        _line(f"{text} (exit {outcome.exit_code}, cost {cost})")
     return int(outcome.exit_code)
+
+
+def _cost_known(client: Client, run_id: str) -> bool:
+    """Whether every stage ran where a price was set, as the records say (the stages'
+    configurations are the targets'); True when the records cannot say."""
+    try:
+        return client.get(run_id).result().cost_known
+    except UsageError:
+        return True
 
 
 def _detach(client: Client, prepared: Prepared, retries: int, as_json: bool) -> int:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from nodus_cli.api import Client, RunResult, StageStatus
 from nodus_cli.cli.output import Writer, emit_json, emit_json_list, stderr_line
 from nodus_cli.errors import UsageError
-from nodus_cli.text import money, safe
+from nodus_cli.text import cost_text, safe
 
 if TYPE_CHECKING:
     from nodus_cli.api import LogLine
@@ -99,7 +99,7 @@ def list_runs(limit: int, as_json: bool, run_id: str | None = None, wide: bool =
                 r.started_at[:16].replace("T", " ")
                 if wide
                 else r.started_at[5:16].replace("T", " "),
-                money(r.cost),
+                cost_text(r.cost, r.cost_known),
                 stages,
             ]
 
@@ -149,7 +149,7 @@ def _show_run(record: RunResult, as_json: bool, wide: bool = False) -> int:
         f"{out.paint(record.id, 'bold')}  {safe(record.workload)} on {record.target}: "
         f"{out.paint(str(record.status), _COLOURS.get(record.status, 'bold'))}"
         + (f" (exit {record.exit_code})" if record.exit_code is not None else "")
-        + f", cost {money(record.cost)}"
+        + f", cost {cost_text(record.cost, record.cost_known)}"
     )
     out.line(
         f"started {record.started_at}" + (f", ended {record.ended_at}" if record.ended_at else "")
@@ -171,7 +171,7 @@ def _show_run(record: RunResult, as_json: bool, wide: bool = False) -> int:
         code = f" (exit {s.exit_code})" if s.exit_code is not None else ""
         out.line(
             f"stage {out.paint(s.name, 'cyan')}: {s.status}{code}{where}{gpus}{took}, "
-            f"{money(s.cost)}"
+            f"{cost_text(s.cost, s.cost_known)}"
         )
         if s.message:
             out.line(f"  {safe(s.message)}")

@@ -6,6 +6,8 @@ that hold resources (``GET /api/v1/pods``). GPUs are the node's allocatable
 ``nvidia.com/gpu``; the model comes from its labels (:data:`GPU_LABELS`, in that order)
 through the one GPU name table (:meth:`nodus_cli.hardware.gpus.GpuTable.node_label`) and
 is never guessed: a label the table does not know is kept as written, with no model.
+A node's instance type and region (:data:`INSTANCE_TYPE_LABELS`, :data:`REGION_LABELS`)
+are what the catalog prices it by when the configuration does not.
 Free GPUs are the allocatable ones minus the requests of the pods bound to the node that
 have not ended. Tests read documents with real GPU-operator and cloud labels.
 
@@ -26,6 +28,8 @@ __all__ = [
     "GPU_LABELS",
     "GPU_RESOURCE",
     "GPU_TAINT",
+    "INSTANCE_TYPE_LABELS",
+    "REGION_LABELS",
     "NodeRecord",
     "gpu_of",
     "node_records",
@@ -44,6 +48,11 @@ GPU_LABELS = (
     "cloud.google.com/gke-accelerator",
     "karpenter.k8s.aws/instance-gpu-name",
 )
+#: Labels that name a node's machine type (``p4d.24xlarge``), the well-known one first,
+#: then the older one clusters still write.
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+#: Labels that name a node's cloud region (``us-east-1``), likewise.
+REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 #: GPU feature discovery's memory of one GPU, in MiB.
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 
@@ -111,6 +120,16 @@ class NodeRecord:
     @property
     def free_gpus(self) -> int:
         return max(0, self.gpus - self.gpus_used) if self.usable else 0
+
+    @property
+    def instance_type(self) -> str | None:
+        """Its machine type, as its labels name it (None: they do not)."""
+        return next((self.labels[k] for k in INSTANCE_TYPE_LABELS if self.labels.get(k)), None)
+
+    @property
+    def region(self) -> str | None:
+        """Its cloud region, as its labels name it (None: they do not)."""
+        return next((self.labels[k] for k in REGION_LABELS if self.labels.get(k)), None)
 
     @property
     def words(self) -> str:

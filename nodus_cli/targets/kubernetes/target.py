@@ -53,6 +53,13 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
+from nodus_cli.targets.cluster.pricing import (
+    NodePrice,
+    node_price,
+    price_notes,
+    priced_config,
+    unpriced_notes,
+)
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share, tasks_per_node
 from nodus_cli.targets.cluster.settling import (
@@ -104,6 +111,8 @@ class KubernetesTarget(Target):
         self.settings = config.kubernetes()
         self._cluster: Cluster | None = None
         self._nodes: list[NodeRecord] | None = None
+        #: Each node's price, by what prices it (many nodes share an instance type).
+        self._prices: dict[tuple[object, ...], NodePrice] = {}
         self._plan: Plan | None = None
         #: False: ``--no-wait``, a pod the scheduler cannot place ends the task.
         self._queue = True
@@ -129,8 +138,25 @@ class KubernetesTarget(Target):
             self._nodes = node_records(self.cluster.nodes(), self.cluster.pods_everywhere())
         return self._nodes
 
+    def _node_price(self, node: NodeRecord) -> NodePrice:
+        """What the configuration declares, else the catalog's price of the node's instance
+        type (its region's when listed), else not set."""
+        declared, by = self.settings.price_of(node.name, node.labels)
+        key = (declared, by, node.instance_type, node.region)
+        if key not in self._prices:
+            self._prices[key] = node_price(
+                declared, by, node.instance_type, self.catalog, node.region
+            )
+        return self._prices[key]
+
     def _price(self, node: NodeRecord) -> float:
-        return self.settings.price_of(node.name, node.labels)
+        return self._node_price(node).per_hour
+
+    def _price_details(self, node: NodeRecord) -> dict[str, str]:
+        """Where ``nodus nodes`` says its price comes from, and how to set one it lacks."""
+        price = self._node_price(node)
+        hint = {} if price.known else {"price_hint": self.price_hint}
+        return {"price_source": price.source, **hint}
 
     def _offer(self, node: NodeRecord) -> Offer:
         has = node.gpu is not None and node.gpus > 0
@@ -167,6 +193,10 @@ class KubernetesTarget(Target):
                 held = sorted(nodes, key=lambda n: (-n.gpus, n.name))
                 sp.nearest = [Candidate(self._offer(n)) for n in held[:3]]
         plan.notes.extend(self._exclusions())
+        usable = [n for n in nodes if n.usable]
+        plan.notes.extend(
+            price_notes([(n.name, self._node_price(n)) for n in usable], self.price_hint)
+        )
         return plan
 
     def prepare(self, workload: Workload, plan: Plan) -> Preparation:
@@ -187,7 +217,11 @@ class KubernetesTarget(Target):
         # now, before anything is created.
         self.cluster.jobs(LABEL_RUN)
         first = plan.stages[0].selected
-        return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
+        prices = {n.name: self._node_price(n) for n in self._all_nodes()}
+        return Preparation(
+            price_per_hour=first.offer.price_per_hour if first else 0.0,
+            notes=unpriced_notes(plan, prices, self.price_hint),
+        )
 
     def capacity(self, stage: Stage, plan: StagePlan) -> int:
         """Jobs of a fan-out stage created at once: the tasks the usable nodes the plan
@@ -314,7 +348,9 @@ class KubernetesTarget(Target):
             price = price_share(
                 self._price(node), task.stage.requirements, gpus=node.gpus, cpus=node.cpus
             )
-        config_doc = self._offer(node)._asdict() if node is not None else None
+        config_doc = (
+            priced_config(self._offer(node), self._node_price(node)) if node is not None else None
+        )
         return Started(node=where, price_per_hour=price, config=config_doc)
 
     def _holders(self, labels: list[tuple[str, str]]) -> str:
@@ -604,6 +640,7 @@ class KubernetesTarget(Target):
                 free_gpus=n.free_gpus,
                 price_per_hour=self._price(n),
                 details={
+                    **self._price_details(n),
                     "gpu_label": f"{n.gpu_label[0]}={n.gpu_label[1]}" if n.gpu_label else None,
                     "gpus_used": n.gpus_used,
                     "cpus_used": n.cpus_used,

@@ -55,6 +55,13 @@ from nodus_cli.targets.base import (
     TaskState,
 )
 from nodus_cli.targets.cluster.logfiles import follow_file
+from nodus_cli.targets.cluster.pricing import (
+    NodePrice,
+    node_price,
+    price_notes,
+    priced_config,
+    unpriced_notes,
+)
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share
 from nodus_cli.targets.cluster.settling import end_words, record_end, settled_run
@@ -154,8 +161,14 @@ class SlurmTarget(Target):
             self._nodes = nodes
         return self._nodes
 
+    def _node_price(self, node: parse.NodeRecord) -> NodePrice:
+        """What the configuration declares (a Slurm node names no machine of the catalog),
+        else not set."""
+        partition = node.partitions[0] if node.partitions else None
+        return node_price(*self.settings.price_of(node.name, partition))
+
     def _price(self, node: parse.NodeRecord) -> float:
-        return self.settings.price_of(node.name, node.partitions[0] if node.partitions else None)
+        return self._node_price(node).per_hour
 
     def _offer(self, node: parse.NodeRecord) -> Offer:
         gres = node.gres
@@ -198,6 +211,10 @@ class SlurmTarget(Target):
                 held = sorted(nodes, key=lambda n: (-(n.gres.count if n.gres else 0), n.name))
                 sp.nearest = [Candidate(self._offer(n)) for n in held[:3]]
         plan.notes.extend(self._exclusions())
+        usable = [n for n in nodes if n.usable]
+        plan.notes.extend(
+            price_notes([(n.name, self._node_price(n)) for n in usable], self.price_hint)
+        )
         return plan
 
     def prepare(self, workload: Workload, plan: Plan) -> Preparation:
@@ -209,7 +226,11 @@ class SlurmTarget(Target):
         self._check_work_root()
         self._check_account()
         first = plan.stages[0].selected
-        return Preparation(price_per_hour=first.offer.price_per_hour if first else 0.0)
+        prices = {n.name: self._node_price(n) for n in self._all_nodes()}
+        return Preparation(
+            price_per_hour=first.offer.price_per_hour if first else 0.0,
+            notes=unpriced_notes(plan, prices, self.price_hint),
+        )
 
     def _check_work_root(self) -> None:
         root = self.work_root()
@@ -437,7 +458,9 @@ class SlurmTarget(Target):
                 held = tuple(f"gpu:{i}" for i in text.split(",") if i)
                 break
             time.sleep(0.1)
-        config_doc = self._offer(node)._asdict() if node is not None else None
+        config_doc = (
+            priced_config(self._offer(node), self._node_price(node)) if node is not None else None
+        )
         return Started(devices=held, node=where, price_per_hour=price, config=config_doc)
 
     def pending_of(self, stage: Stage, job_id: str, reason: str) -> Pending:
@@ -597,6 +620,7 @@ class SlurmTarget(Target):
         for n in self._all_nodes():
             gres = n.gres
             total = gres.count if gres else 0
+            price = self._node_price(n)
             found.append(
                 NodeInfo(
                     id=n.name,
@@ -608,8 +632,10 @@ class SlurmTarget(Target):
                     gpu_memory_gb=gres.memory_gb if gres else None,
                     gpus=total,
                     free_gpus=max(0, total - n.gpus_used) if n.usable else 0,
-                    price_per_hour=self._price(n),
+                    price_per_hour=price.per_hour,
                     details={
+                        "price_source": price.source,
+                        **({} if price.known else {"price_hint": self.price_hint}),
                         "partitions": list(n.partitions),
                         "gres_type": gres.type if gres else None,
                         "gpus_used": n.gpus_used,

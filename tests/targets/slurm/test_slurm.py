@@ -122,6 +122,35 @@ def test_nodes_show_each_model_from_its_gres_type(nodus: Nodus) -> None:
     assert nodes["gpu-a"]["price_per_hour"] == 3.6
 
 
+def test_a_node_without_a_price_says_so_and_a_declared_0_is_a_price(nodus: Nodus) -> None:
+    nodus.config.write_text(
+        f'[slurm]\nwork_root = "{nodus.tmp / "work_root"}"\nprices = {{ gpu-b = 0 }}\n'
+    )
+    hint = "set [slurm] price_per_hour or [slurm] prices in config.toml"
+    done = nodus.run("nodes", "--target", "slurm", "--json")
+    assert done.returncode == 0, done.stderr
+    nodes = {n["hostname"]: n for n in json.loads(done.stdout)["nodes"]}
+    assert {k: (n["price_per_hour"], n["price_source"]) for k, n in nodes.items()} == {
+        "gpu-a": (0.0, "not set"),
+        "gpu-b": (0.0, "[slurm] prices: 'gpu-b' (the node)"),
+    }
+    assert nodes["gpu-a"]["price_hint"] == hint and "price_hint" not in nodes["gpu-b"]
+    done = nodus.run("nodes", "--target", "slurm")
+    assert f"note: price not set for node gpu-a: {hint}" in done.stdout
+    done = nodus.run("plan", nodus.workload("h100", "true"), "--target", "slurm")
+    assert done.returncode == 0, done.stderr
+    assert (
+        "note: price not set for node gpu-a: $/h shows $0.00, and what a run there costs is "
+        f"unknown (recorded as $0.00): {hint}"
+    ) in done.stdout
+    done = nodus.run("run", nodus.workload("h100", "true"), "--target", "slurm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "succeeded (exit 0, cost unknown)" in done.stdout + done.stderr
+    (run,) = nodus.runs()
+    config = run["stages"][0]["configuration"]
+    assert (run["cost"], config["price_known"], config["price_source"]) == (0.0, False, "not set")
+
+
 def test_a_drained_node_is_explained_and_an_impossible_request_refused_before_sbatch(
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
