@@ -523,8 +523,8 @@ class _FlakyCluster:
         pod["spec"] = {"nodeName": "gpu-a"}
         return [pod]
 
-    def log(self, pod: str) -> bytes:
-        return b"hello\n"
+    def log_frames(self, pod: str, follow: bool, since: str | None = None) -> Any:
+        return iter([(1, b"2026-12-05T01:00:00.000000001Z hello\n")])
 
 
 def _follow(cluster: _FlakyCluster, ctx: _Context) -> TaskEnd:
