@@ -1,20 +1,30 @@
 """Following one task's Job: what its pod says now, in nodus's words, until it ends.
 
-Contract: :func:`follow` looks at the Job and its pod every :data:`POLL_SECONDS` and
-reports through the task's context: a pod the scheduler has not placed is ``queued``
+Contract: :func:`follow` looks at the Job and its newest pod every :data:`POLL_SECONDS`,
+in the cluster targets' follow loop (:func:`nodus_cli.targets.cluster.following.follow`),
+and reports through the task's context: a pod the scheduler has not placed is ``queued``
 with the scheduler's own reason (the ``PodScheduled=False`` condition's message, else the
 pod's latest ``FailedScheduling`` event) and who holds the GPUs of the model it waits for
 (asked again every :data:`HOLDERS_SECONDS`); a pod placed but not started waits for its
 container (the image's pull is not charged); a running pod is started (its node) and its
-log is followed line by line; the end comes from the pod's container (exit code,
+log is followed (:func:`follow_log`); the end comes from the pod's container (exit code,
 ``OOMKilled``), the pod (``Evicted``) or the Job (deleted from outside, failed with no
 pod). An image the cluster cannot pull (``ErrImagePull``, ``ImagePullBackOff``,
 ``InvalidImageName``) ends the task at once as ``CANNOT_START``, its Job deleted, with
-the fix. The readers (:func:`pod_end`,
-:func:`pull_problem`, :func:`pending_reason`) are pure functions of the documents.
+the fix. An API server that fails to answer (5xx, unreachable) is looked at again for
+:data:`TROUBLE_SECONDS` before the failure ends the task. The readers (:func:`pod_end`,
+:func:`pull_problem`, :func:`pending_reason`) are pure functions of the documents;
+:func:`look` is one look at a pod not started yet (a single Job's) or at any pod (an
+Indexed Job's item, :mod:`.indexed`).
 
-Why apart: the polling of a scheduler's job is what every cluster target does; kept
-small and on its own, it can move onto a layer the cluster targets share.
+A pod's log is followed as a stream (:class:`~nodus_cli.targets.follower.LogFollower`
+over :meth:`.api.Cluster.log_frames`: the API server's ``follow``, with timestamps), and
+completed once the pod ended from a little before the newest line shown. Why a stream
+rather than a read at each look from the last line's time: the official client has no
+``sinceTime``, only ``sinceSeconds`` counted on the API server's clock, so each look would
+read seconds of the log again (and lose lines when the clocks disagree); one stream reads
+each line once, and the one read at the end drops what it had shown by the lines' own
+times. Swarm's services and Docker's containers are completed the same way.
 """
 
 from __future__ import annotations
@@ -235,7 +245,7 @@ class _Job:
         name = self.following.name
         try:
             job = self.cluster.job(name)
-            pods = job_pods(self.cluster.pods(f"job-name={name}"), name) if job else []
+            pods = job_pods(self.cluster.pods(f"job-name={name}"), name) if job is not None else []
         except KubernetesFailure as exc:
             self._trouble(exc)
             return None
