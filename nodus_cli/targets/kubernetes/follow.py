@@ -7,7 +7,7 @@ with the scheduler's own reason (the ``PodScheduled=False`` condition's message,
 pod's latest ``FailedScheduling`` event) and who holds the GPUs of the model it waits for
 (asked again every :data:`HOLDERS_SECONDS`); a pod placed but not started waits for its
 container (the image's pull is not charged); a running pod is started (its node) and its
-log is followed (:func:`follow_log`); the end comes from the pod's container (exit code,
+log is followed (below); the end comes from the pod's container (exit code,
 ``OOMKilled``), the pod (``Evicted``) or the Job (deleted from outside, failed with no
 pod). An image the cluster cannot pull (``ErrImagePull``, ``ImagePullBackOff``,
 ``InvalidImageName``) ends the task at once as ``CANNOT_START``, its Job deleted, with
@@ -47,7 +47,6 @@ __all__ = [
     "TROUBLE_SECONDS",
     "Following",
     "follow",
-    "follow_log",
     "job_pods",
     "look",
     "pending_kind",
@@ -175,7 +174,7 @@ class Following:
         self.created = False
         self.stopping = False
         self.started = False
-        #: Its pod's log, followed once it runs (:func:`follow_log`).
+        #: Its pod's log, followed once it runs (:func:`_follow_log`).
         self.output: LogFollower | None = None
         self.said = ""
         self._holders = ""
@@ -190,7 +189,7 @@ class Following:
         return self._holders
 
 
-def follow_log(
+def _follow_log(
     cluster: Cluster, pod: str, following: Following, ctx: TaskContext, final: bool
 ) -> None:
     """Follow pod ``pod``'s log into ``ctx``: live from the first call (a stream of its
@@ -445,11 +444,11 @@ def look(
         following.started = True
         ctx.started(started(str(node)))
     if status.get("phase") == "Running":
-        follow_log(cluster, pod_name, following, ctx, final=False)
+        _follow_log(cluster, pod_name, following, ctx, final=False)
         return None
     end = pod_end(pod, memory_said)
     if end is not None:
-        follow_log(cluster, pod_name, following, ctx, final=True)
+        _follow_log(cluster, pod_name, following, ctx, final=True)
     return end
 
 
