@@ -15,9 +15,9 @@ What a target may add at a look, each optional:
 - :meth:`Job.look` returns None when the scheduler did not answer this time: nothing is
   said, and the loop looks again at the next poll (the job decides how long that may go
   on; raising ends the following);
-- :meth:`Job.pending` returns a ``TaskEnd`` to end a task that must not wait on (nodus
+- :meth:`Job.pending` returns a ``TaskEnd`` to end a task that must not wait on (the job
   has already removed it from the scheduler: ``--no-wait``, an image the cluster cannot
-  pull); its output, if any was followed, is finished;
+  pull), returned as it is;
 - a look that says not started after one that said started is a requeue (the scheduler
   put the task back in its queue after it ran): its output so far is completed and
   :meth:`Job.ended` says how that ends (it is never followed twice);
