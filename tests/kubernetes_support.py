@@ -67,6 +67,8 @@ class KubeEmulator:
         self.url = f"http://127.0.0.1:{port}"
         #: Every Job created, one JSON document a line (the emulator's ``--record``).
         self.record = folder / "jobs.jsonl"
+        #: The bytes of log served per pod (the emulator's ``--served``).
+        self.served = folder / "served.json"
         self.kubeconfig = folder / "kubeconfig"
         user = {"token": "good-token"}
         self.kubeconfig.write_text(
@@ -281,6 +283,18 @@ class KubeEmulator:
             doc["metadata"] = {"annotations": {LOG_ANNOTATION: log}}
         self.patch_pod(pod, doc)
 
+    def log_bytes(self, pod: str) -> int:
+        """The bytes of pod ``pod``'s log the emulator has served so far."""
+        try:
+            served: dict[str, int] = json.loads(self.served.read_text())
+        except (OSError, ValueError):
+            return 0
+        return served.get(pod, 0)
+
+    def write_log(self, pod: str, log: str) -> None:
+        """The pod's log is now ``log`` (what it printed so far)."""
+        self.patch_pod(pod, {"metadata": {"annotations": {LOG_ANNOTATION: log}}})
+
     def waiting(self, pod: str, reason: str, message: str) -> None:
         """The kubelet cannot start the container (``ErrImagePull``...)."""
         self.patch_pod(
@@ -316,7 +330,14 @@ def kube_emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeEmul
         _fail_or_skip(f"{exc} (pip install -e '.[test]')")
     folder = tmp_path_factory.mktemp("kube")
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--record", str(folder / "jobs.jsonl")],
+        [
+            sys.executable,
+            str(SERVER),
+            "--record",
+            str(folder / "jobs.jsonl"),
+            "--served",
+            str(folder / "served.json"),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

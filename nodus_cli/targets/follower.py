@@ -25,8 +25,9 @@ from nodus_cli.targets.base import OutputLines, OutputStream
 
 #: ``open_log(follow, since)``: the task's log as multiplexed ``(1 stdout | 2 stderr,
 #: b"TIMESTAMP text")`` frames (the engine's ``timestamps=1``), from ``since`` (UNIX
-#: seconds with nine decimals, or None for all of it); ``close()`` cuts it from any
-#: thread.
+#: seconds with nine decimals, or None for all of it; a log that starts earlier, as a
+#: server that counts in whole seconds gives, loses nothing: the frames before it are
+#: dropped); ``close()`` cuts it from any thread.
 LogOpener = Callable[[bool, "str | None"], Any]
 
 
@@ -62,6 +63,9 @@ class LogFollower:
 
     def start(self) -> None:
         _LANES.run(self._follow)
+
+    def poll(self) -> None:
+        """Nothing to do at a look: the live stream is followed on its own lane."""
 
     def _follow(self) -> None:
         try:
@@ -110,7 +114,7 @@ class LogFollower:
         # Else the follow request is still unanswered: its thread closes the stream
         # itself when the answer comes; nothing is left to wait for.
         if complete:
-            since = None
+            since, start = None, 0
             if self.newest is not None:
                 start = self.newest - int(self.OVERLAP * 1e9)
                 since = f"{start // 1_000_000_000}.{start % 1_000_000_000:09d}"
@@ -119,6 +123,9 @@ class LogFollower:
                 final = self.open_log(False, since)
                 try:
                     for kind, frame in final:
+                        stamp = _nanoseconds(frame.partition(b" ")[0])
+                        if stamp is not None and stamp < start:
+                            continue  # a log that starts earlier than asked (whole seconds)
                         if shown[(kind, frame)] > 0:
                             shown[(kind, frame)] -= 1
                         else:

@@ -23,7 +23,13 @@ cannot run (no scheduler, no kubelet):
   it (annotation and label ``batch.kubernetes.io/job-completion-index``, the
   ``JOB_COMPLETION_INDEX`` variable), and a pod that ends (or is deleted) makes room for
   the next index (no index gets a second pod: ``backoffLimitPerIndex: 0``);
-* ``GET .../pods/NAME/log`` answers the pod's annotation ``emulator.nodus.test/log``;
+* ``GET .../pods/NAME/log`` answers the pod's annotation ``emulator.nodus.test/log`` as
+  a kubelet does its container's log: each line stamped when the emulator first saw it
+  (``timestamps=true`` prefixes its RFC 3339 time in nanoseconds), ``sinceSeconds`` back
+  from now, and ``follow=true`` as a chunked stream of the lines as they come, ended
+  once the pod has (the rest, an unterminated line too, sent first) or is gone; the
+  bytes of log served per pod are written to ``--served FILE`` (JSON), for the tests that
+  check a log is not read again and again;
 * Kueue's ``kueue.x-k8s.io/v1beta2`` Workloads and LocalQueues are stored (the test
   creates them, as Kueue would, and scripts their conditions), and Kueue's visibility API
   answers ``GET /apis/visibility.kueue.x-k8s.io/VERSION/namespaces/NS/localqueues/Q/
@@ -45,9 +51,11 @@ import asyncio
 import datetime
 import json
 import random
+import re
 import signal
 import string
 import sys
+import time
 from typing import Any
 
 import aiohttp.web
@@ -70,6 +78,13 @@ def _is(request: Any, group: str, plural: str) -> bool:
     return res is not None and res.group == group and res.plural == plural
 
 
+def _stamp(nanoseconds: int) -> str:
+    """RFC 3339 in nanoseconds, as the kubelet stamps a log line."""
+    seconds, fraction = divmod(nanoseconds, 1_000_000_000)
+    whole = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return f"{whole.strftime('%Y-%m-%dT%H:%M:%S')}.{fraction:09d}Z"
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -78,6 +93,12 @@ def _now() -> str:
 class Emulator(KubernetesEmulator):  # type: ignore[misc]
     #: Where each Job created is recorded (the tests check every manifest nodus made).
     record: str | None = None
+    #: Where the bytes of log served per pod are written (JSON ``{pod: bytes}``).
+    served: str | None = None
+    #: Each pod's log lines as stamped when first seen: ``[(line, nanoseconds)]``.
+    stamps: dict[tuple[str, str], list[tuple[str, int]]] = attrs.field(factory=dict)
+    served_bytes: dict[str, int] = attrs.field(factory=dict)
+    last_stamp: int = 0
 
     async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
         if request.headers.get("Authorization", "") == "Bearer expired-token":
@@ -98,14 +119,7 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
         if _is(request, VISIBILITY, "localqueues") and request.subresource == "pendingworkloads":
             return aiohttp.web.json_response(self._pending_workloads(request))
         if _is(request, "", "pods") and request.subresource == "log":
-            obj = None
-            for (res, ns, name), stored in self.objects.items():
-                if res == PODS and ns == request.namespace and name == request.name:
-                    obj = stored
-            if obj is None or obj.deleted:
-                raise KubernetesError(404, "NotFound", f'pods "{request.name}" not found', {})
-            annotations = (obj.get("metadata") or {}).get("annotations") or {}
-            return aiohttp.web.Response(text=annotations.get(LOG_ANNOTATION, ""))
+            return await self._log(request)
         answer = await super()._handle(request)
         made = request.method == "POST" and answer.status < 300
         recorded = _is(request, "batch", "jobs") or any(
@@ -235,6 +249,83 @@ class Emulator(KubernetesEmulator):  # type: ignore[misc]
             "items": items,
         }
 
+    def _pod(self, namespace: str, name: str) -> Any:
+        for (res, ns, n), stored in self.objects.items():
+            if res == PODS and (ns, n) == (namespace, name) and not stored.deleted:
+                return stored
+        return None
+
+    def _lines(self, pod: Any, key: tuple[str, str]) -> list[tuple[str, int]]:
+        """The pod's log lines, each stamped when first seen (an unterminated line keeps
+        its stamp when its end comes; a line that changed is stamped anew)."""
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        parts = re.findall(r"[^\n]*\n|[^\n]+$", annotations.get(LOG_ANNOTATION, ""))
+        stamped = self.stamps.setdefault(key, [])
+        for i, part in enumerate(parts):
+            if i < len(stamped) and (
+                stamped[i][0] == part
+                or (not stamped[i][0].endswith("\n") and part.startswith(stamped[i][0]))
+            ):
+                stamped[i] = (part, stamped[i][1])
+                continue
+            del stamped[i:]
+            self.last_stamp = max(self.last_stamp + 1, time.time_ns())
+            stamped.append((part, self.last_stamp))
+        del stamped[len(parts) :]
+        return list(stamped)
+
+    def _count(self, pod: str, data: bytes) -> None:
+        self.served_bytes[pod] = self.served_bytes.get(pod, 0) + len(data)
+        if self.served:
+            with open(self.served, "w", encoding="utf-8") as handle:
+                json.dump(self.served_bytes, handle)
+
+    async def _log(self, request: Any) -> aiohttp.web.StreamResponse:
+        key = (request.namespace, request.name)
+        pod = self._pod(*key)
+        if pod is None:
+            raise KubernetesError(404, "NotFound", f'pods "{request.name}" not found', {})
+        params = request.params or {}
+        stamps = params.get("timestamps") == "true"
+        since = params.get("sinceSeconds")
+        oldest = time.time_ns() - int(since) * 1_000_000_000 if since else 0
+
+        def text(lines: list[tuple[str, int]]) -> bytes:
+            shown = "".join(
+                (_stamp(at) + " " if stamps else "") + line for line, at in lines if at >= oldest
+            )
+            return shown.encode()
+
+        if params.get("follow") != "true":
+            body = text(self._lines(pod, key))
+            self._count(request.name, body)
+            return aiohttp.web.Response(body=body, content_type="text/plain")
+        answer = aiohttp.web.StreamResponse(headers={"Content-Type": "text/plain"})
+        answer.enable_chunked_encoding()
+        await answer.prepare(request._raw_request)
+        sent = 0
+        while True:
+            pod = self._pod(*key)
+            ended = pod is None or (pod.get("status") or {}).get("phase") in (
+                "Succeeded",
+                "Failed",
+            )
+            lines = self._lines(pod, key) if pod is not None else []
+            whole = lines if ended else [(ln, at) for ln, at in lines if ln.endswith("\n")]
+            fresh = text(whole[sent:])
+            sent = max(sent, len(whole))
+            if fresh:
+                self._count(request.name, fresh)
+                try:
+                    await answer.write(fresh)
+                except (ConnectionError, RuntimeError):  # the reader closed it
+                    return answer
+            if ended:
+                break
+            await asyncio.sleep(0.05)
+        await answer.write_eof()
+        return answer
+
     def _job_pod(self, job: dict[str, Any]) -> None:
         spec = job.get("spec") or {}
         if spec.get("suspend"):
@@ -348,6 +439,7 @@ async def main() -> None:
     parser.add_argument(
         "--record", help="a file each Job created is appended to, one JSON document a line"
     )
+    parser.add_argument("--served", help="a file the bytes of log served per pod go to")
     parser.add_argument(
         "--load", help="a JSON file of objects to serve from the start ({plural: [doc...]})"
     )
@@ -357,7 +449,7 @@ async def main() -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     async with (
-        Emulator(record=args.record) as kmock,
+        Emulator(record=args.record, served=args.served) as kmock,
         Server(kmock, port=args.port or None) as server,
     ):
         for plural in CORE:

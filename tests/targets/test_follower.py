@@ -156,3 +156,31 @@ def test_an_incomplete_ending_shows_only_what_arrived() -> None:
         live.finish(complete=False)
     assert shown == ["partial"]  # the unterminated last line still shown, once
     assert [path for _, path in fake.requests if "follow=0" in path] == []
+
+
+class _Frames(list[tuple[int, bytes]]):
+    """A log answer: its frames, and a ``close()`` as a stream's."""
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_final_log_that_starts_earlier_than_asked_shows_nothing_twice() -> None:
+    # A server that counts in whole seconds (Kubernetes' sinceSeconds) answers the final
+    # read from earlier than asked: the frames before the overlap were shown live already.
+    lines = [f"2024-05-01T10:00:0{i}.000000001Z line{i}\n".encode() for i in range(1, 7)]
+    shown: list[str] = []
+    asked: list[str | None] = []
+
+    def open_log(follow: bool, since: str | None) -> _Frames:
+        if follow:
+            return _Frames([(1, line) for line in lines[:5]])
+        asked.append(since)
+        return _Frames([(1, line) for line in lines])  # the whole log, whatever was asked
+
+    follower = LogFollower(open_log, lambda _, ln: shown.append(ln))
+    follower.start()
+    follower.followed.wait(timeout=5)
+    follower.finish(complete=True)
+    assert shown == [f"line{i}" for i in range(1, 7)]
+    assert asked == ["1714557603.000000001"]  # two seconds before line5

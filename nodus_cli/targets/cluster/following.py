@@ -10,6 +10,20 @@ says (:meth:`Job.stopped`), at the next look. How often it looks is
 :func:`poll_interval`'s: often at first (a short job may end before a slower poll would
 first look, and a look is one cheap call; benchmarks/README.md), then less.
 
+What a target may add at a look, each optional:
+
+- :meth:`Job.look` returns None when the scheduler did not answer this time: nothing is
+  said, and the loop looks again at the next poll (the job decides how long that may go
+  on; raising ends the following);
+- :meth:`Job.pending` returns a ``TaskEnd`` to end a task that must not wait on (the job
+  has already removed it from the scheduler: ``--no-wait``, an image the cluster cannot
+  pull), returned as it is;
+- a look that says not started after one that said started is a requeue (the scheduler
+  put the task back in its queue after it ran): its output so far is completed and
+  :meth:`Job.ended` says how that ends (it is never followed twice);
+- :meth:`Output.poll` is called at each look while the task runs, for an output read at
+  each look (a file); one followed in a thread of its own does nothing there.
+
 The scheduler's own failures pass through to the caller, which knows what losing its
 scheduler means for it. Why one loop: every cluster target follows its tasks the same
 way; what differs (the calls, the states, the words) is its :class:`Job`.
@@ -52,10 +66,13 @@ class Look:
 
 
 class Output(Protocol):
-    """A task's output as it is followed: live from :meth:`start`, complete at
-    :meth:`finish` (``complete``: the task ended, so all of it can be read now)."""
+    """A task's output as it is followed: live from :meth:`start`, read on at each
+    :meth:`poll`, complete at :meth:`finish` (``complete``: the task ended, so all of it
+    can be read now)."""
 
     def start(self) -> None: ...
+
+    def poll(self) -> None: ...
 
     def finish(self, complete: bool) -> None: ...
 
@@ -67,12 +84,13 @@ class Job(Protocol):
     def stopping(self) -> bool:
         """Whether nodus stops it (then :func:`follow` returns :meth:`stopped`)."""
 
-    def look(self) -> Look:
-        """The scheduler's state of the task now."""
+    def look(self) -> Look | None:
+        """The scheduler's state of the task now (None: it did not answer this time)."""
 
-    def pending(self, look: Look, waited: float) -> Pending | None:
+    def pending(self, look: Look, waited: float) -> Pending | TaskEnd | None:
         """Why it waits, ``waited`` seconds after its submission (None: nothing to say
-        yet); said to the driver when it differs from what was said last."""
+        yet); said to the driver when it differs from what was said last. A ``TaskEnd``
+        ends the task now (what it had on the scheduler already removed)."""
 
     def started(self, look: Look) -> Started:
         """Where it runs, on which devices, at what price (once, when it starts)."""
@@ -81,7 +99,7 @@ class Job(Protocol):
         """Its output to follow once it started (None: none to follow)."""
 
     def ended(self, look: Look) -> TaskEnd:
-        """How it ended, from its last look."""
+        """How it ended, from its last look (one not started after it had: requeued)."""
 
     def stopped(self) -> TaskEnd:
         """How it ended when nodus stopped it."""
@@ -108,6 +126,9 @@ def follow(
             if job.stopping:
                 return job.stopped()
             look = job.look()
+            if look is None:  # no answer this time: look again
+                time.sleep(wait(time.monotonic() - submitted))
+                continue
             if look.started and not running:
                 running = True
                 ctx.started(job.started(look))
@@ -116,13 +137,17 @@ def follow(
                 output = job.output(look)
                 if output is not None and not look.ended:
                     output.start()
-            if look.ended:
+            if look.ended or (running and not look.started):  # ended, or requeued
                 if output is not None:
                     output.finish(complete=True)
                     output = None
                 return job.ended(look)
+            if output is not None:
+                output.poll()
             if not look.started:
                 pending = job.pending(look, time.monotonic() - submitted)
+                if isinstance(pending, TaskEnd):
+                    return pending
                 if pending is not None and pending != said:
                     said = pending
                     ctx.waiting(pending)

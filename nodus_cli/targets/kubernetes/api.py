@@ -20,7 +20,10 @@ table of failures is tested on its own.
 from __future__ import annotations
 
 import json
+import math
 import os
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +49,7 @@ __all__ = [
     "VISIBILITY_VERSIONS",
     "Cluster",
     "KubernetesFailure",
+    "LogLines",
     "connect",
     "failure",
     "kubeconfig_path",
@@ -64,6 +68,12 @@ KUEUE_VERSIONS = ("v1beta2", "v1beta1")
 #: v1beta1 in recent Kueue, v1alpha1 in Kueue 0.6 to 0.8.
 VISIBILITY_GROUP = "visibility.kueue.x-k8s.io"
 VISIBILITY_VERSIONS = ("v1beta2", "v1beta1", "v1alpha1")
+#: Seconds a followed log may stay quiet before its stream is given up (the client takes
+#: no "never"): the rest of it is read once the pod has ended, nothing is lost.
+FOLLOW_QUIET_SECONDS = 3600.0
+#: Seconds more of a log asked from a time than the clocks say (the API server's and
+#: nodus's need not agree): what comes twice is dropped, what is asked too late is lost.
+LOG_SKEW_SECONDS = 60
 _IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -213,6 +223,29 @@ def connect(settings: KubernetesConfig) -> Cluster:
             namespace = (found.get("context") or {}).get("namespace")
     configuration.retries = 1
     return Cluster(k8s.ApiClient(configuration), namespace or "default")
+
+
+class LogLines:
+    """A pod's log answer as frames, one a line (see :meth:`Cluster.log_frames`);
+    :meth:`close` cuts it from any thread."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        if self.answer is None:
+            return
+        rest = b""
+        for chunk in self.answer.stream(65536):
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                yield 1, line + b"\n"
+        if rest:
+            yield 1, rest
+
+    def close(self) -> None:
+        if self.answer is not None:
+            self.answer.close()
 
 
 class Cluster:
@@ -446,23 +479,38 @@ class Cluster:
         )["items"]
         return [e for e in items if (e.get("involvedObject") or {}).get("name") == pod]
 
-    def log(self, pod: str) -> bytes:
-        """The pod's whole log so far (empty when the container has not started)."""
+    def log_frames(self, pod: str, follow: bool, since: str | None = None) -> LogLines:
+        """The pod's log as :class:`~nodus_cli.targets.follower.LogFollower` reads it (its
+        ``open_log``): one ``(1, b"TIMESTAMP text\\n")`` frame a line (the API server's
+        ``timestamps``; a pod's log is one stream), live to the container's end when
+        ``follow``, from ``since`` (UNIX seconds) when given. The API server counts whole
+        seconds back from its own clock (``sinceSeconds``; the client has no ``sinceTime``),
+        so the log asked starts up to :data:`LOG_SKEW_SECONDS` earlier: the follower drops
+        what is older than ``since``. Empty while the container has not started or once
+        the pod is gone."""
+        wait = (TIMEOUT[0], FOLLOW_QUIET_SECONDS) if follow else TIMEOUT
+        ask: dict[str, Any] = {"follow": follow, "timestamps": True}
+        if since is not None:
+            back = time.time() - float(since)
+            ask["since_seconds"] = max(1, math.ceil(back)) + LOG_SKEW_SECONDS
         answer: Any
         try:
             answer = self.core.read_namespaced_pod_log(
-                pod, self.namespace, _preload_content=False, _request_timeout=TIMEOUT
+                pod,
+                self.namespace,
+                _preload_content=False,
+                _request_timeout=wait,
+                **ask,
             )
         except ApiException as exc:
             if exc.status in (400, 404):  # not started yet, or gone
-                return b""
+                return LogLines(None)
             raise failure(
                 exc.status, exc.body, f"read the log of pod {pod}", self.namespace, self.server
             ) from None
         except (TransportError, OSError) as exc:
             raise failure(None, str(exc), "read a log", self.namespace, self.server) from None
-        data: bytes = answer.data
-        return data
+        return LogLines(answer)
 
     def close(self) -> None:
         self.client.close()

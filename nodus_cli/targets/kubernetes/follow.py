@@ -1,29 +1,44 @@
 """Following one task's Job: what its pod says now, in nodus's words, until it ends.
 
-Contract: :func:`follow` looks at the Job and its pod every :data:`POLL_SECONDS` and
-reports through the task's context: a pod the scheduler has not placed is ``queued``
+Contract: :func:`follow` looks at the Job and its newest pod every :data:`POLL_SECONDS`,
+in the cluster targets' follow loop (:func:`nodus_cli.targets.cluster.following.follow`),
+and reports through the task's context: a pod the scheduler has not placed is ``queued``
 with the scheduler's own reason (the ``PodScheduled=False`` condition's message, else the
 pod's latest ``FailedScheduling`` event) and who holds the GPUs of the model it waits for
 (asked again every :data:`HOLDERS_SECONDS`); a pod placed but not started waits for its
 container (the image's pull is not charged); a running pod is started (its node) and its
-log is followed line by line; the end comes from the pod's container (exit code,
+log is followed (below); the end comes from the pod's container (exit code,
 ``OOMKilled``), the pod (``Evicted``) or the Job (deleted from outside, failed with no
 pod). An image the cluster cannot pull (``ErrImagePull``, ``ImagePullBackOff``,
 ``InvalidImageName``) ends the task at once as ``CANNOT_START``, its Job deleted, with
-the fix. The readers (:func:`pod_end`,
-:func:`pull_problem`, :func:`pending_reason`) are pure functions of the documents.
+the fix. An API server that fails to answer (5xx, unreachable) is looked at again for
+:data:`TROUBLE_SECONDS` before the failure ends the task. The readers (:func:`pod_end`,
+:func:`pull_problem`, :func:`pending_reason`) are pure functions of the documents;
+:func:`look` is one look at a pod not started yet (a single Job's) or at any pod (an
+Indexed Job's item, :mod:`.indexed`).
 
-Why apart: the polling of a scheduler's job is what every cluster target does; kept
-small and on its own, it can move onto a layer the cluster targets share.
+A pod's log is followed as a stream (:class:`~nodus_cli.targets.follower.LogFollower`
+over :meth:`.api.Cluster.log_frames`: the API server's ``follow``, with timestamps), and
+completed once the pod ended from a little before the newest line shown. Why a stream
+rather than a read at each look from the last line's time: the official client has no
+``sinceTime``, only ``sinceSeconds`` counted on the API server's clock, so each look would
+read seconds of the log again (and lose lines when the clocks disagree); one stream reads
+each line once, and the one read at the end drops what it had shown by the lines' own
+times. Swarm's services and Docker's containers are completed the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from nodus_cli.targets.base import Pending, PendingKind, Started, TaskContext, TaskEnd, TaskState
+from nodus_cli.targets.cluster import following as cluster_following
+from nodus_cli.targets.cluster.following import Look
+from nodus_cli.targets.follower import LogFollower
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
 from nodus_cli.targets.kubernetes.kueue import kueue_pending
 
@@ -49,6 +64,9 @@ HOLDERS_SECONDS = 10.0
 #: cluster (retried with ``--retries``; its Job is deleted first).
 TROUBLE_SECONDS = 60.0
 _PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+#: The phases of a pod whose container ran (or runs).
+_RAN = ("Running", "Succeeded", "Failed")
+_STOPPED = "stopped by nodus (Job deleted)"
 _CONFIG_REASONS = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 
 
@@ -157,7 +175,8 @@ class Following:
         self.created = False
         self.stopping = False
         self.started = False
-        self.log_offset = 0
+        #: Its pod's log, followed once it runs (:func:`_follow_log`).
+        self.output: LogFollower | None = None
         self.said = ""
         self._holders = ""
         self._holders_at: float | None = None
@@ -171,20 +190,139 @@ class Following:
         return self._holders
 
 
-def _emit_log(
+def _follow_log(
     cluster: Cluster, pod: str, following: Following, ctx: TaskContext, final: bool
 ) -> None:
-    data = cluster.log(pod)
-    if len(data) < following.log_offset:  # a new container: its log starts over
-        following.log_offset = 0
-    fresh = data[following.log_offset :]
-    *whole, rest = fresh.split(b"\n")
-    for line in whole:
-        ctx.emit("stdout", line.decode("utf-8", "replace"))
-    following.log_offset += len(fresh) - len(rest)
-    if final and rest:
-        ctx.emit("stdout", rest.decode("utf-8", "replace"))
-        following.log_offset += len(rest)
+    """Follow pod ``pod``'s log into ``ctx``: live from the first call (a stream of its
+    own), completed when ``final`` (the pod ended: its log is whole; one never followed
+    live is read then, once)."""
+    if following.output is None:
+        following.output = LogFollower(partial(cluster.log_frames, pod), ctx.emit)
+        if not final:
+            following.output.start()
+    if final:
+        following.output.finish(complete=True)
+
+
+class _Job:
+    """One task's Job as the cluster targets' follow loop asks about it
+    (:class:`~nodus_cli.targets.cluster.following.Job`): its look is the Job and its
+    newest pod; while the pod has not started, :func:`look` says why (and ends a task
+    that must not wait on); an API server that fails to answer (5xx, unreachable) is
+    looked at again for :data:`TROUBLE_SECONDS` before its failure ends the following."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        following: Following,
+        ctx: TaskContext,
+        waits: Callable[[dict[str, Any], dict[str, Any] | None, Callable[[], str]], TaskEnd | None],
+        memory_said: str,
+        started: Callable[[str], Started],
+    ) -> None:
+        self.cluster = cluster
+        self.following = following
+        self.ctx = ctx
+        self.waits = waits
+        self.memory_said = memory_said
+        self.make_started = started
+        self.troubled: float | None = None  # since when the API server fails to answer
+
+    @property
+    def stopping(self) -> bool:
+        return self.following.stopping
+
+    def _trouble(self, exc: KubernetesFailure) -> None:
+        """Raise ``exc`` unless it is the API server's moment of trouble (an upgrade, a
+        lost connection) that has not lasted :data:`TROUBLE_SECONDS` yet."""
+        if exc.status is not None and exc.status < 500:
+            raise exc
+        self.troubled = self.troubled if self.troubled is not None else time.monotonic()
+        if time.monotonic() - self.troubled > TROUBLE_SECONDS:
+            raise exc
+
+    def look(self) -> Look | None:
+        name = self.following.name
+        try:
+            job = self.cluster.job(name)
+            pods = job_pods(self.cluster.pods(f"job-name={name}"), name) if job is not None else []
+        except KubernetesFailure as exc:
+            self._trouble(exc)
+            return None
+        self.troubled = None
+        pod = max(
+            pods,
+            key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")),
+            default=None,
+        )
+        if job is None:
+            return Look(started=False, ended=True, doc=(None, None))
+        if pod is None:
+            return Look(started=False, ended=_job_failed(job) is not None, doc=(job, None))
+        phase = (pod.get("status") or {}).get("phase")
+        ended = pod_end(pod, self.memory_said) is not None
+        return Look(started=phase in _RAN, ended=ended, doc=(job, pod))
+
+    def _remove(self) -> str:
+        self.cluster.delete_job(self.following.name)
+        return "its Job"
+
+    def pending(self, now: Look, waited: float) -> TaskEnd | None:
+        job, pod = now.doc
+        try:
+            return self.waits(job, pod, self._remove)
+        except KubernetesFailure as exc:
+            self._trouble(exc)
+            return None
+
+    def started(self, now: Look) -> Started:
+        self.following.started = True
+        _, pod = now.doc
+        return self.make_started(str((pod.get("spec") or {}).get("nodeName")))
+
+    def output(self, now: Look) -> LogFollower:
+        _, pod = now.doc
+        pod_name = str((pod.get("metadata") or {}).get("name"))
+        self.following.output = LogFollower(
+            partial(self.cluster.log_frames, pod_name), self.ctx.emit
+        )
+        return self.following.output
+
+    def ended(self, now: Look) -> TaskEnd:
+        name = self.following.name
+        job, pod = now.doc
+        if job is None:
+            if self.following.stopping:
+                return TaskEnd(TaskState.STOPPED, 143, _STOPPED)
+            return TaskEnd(
+                TaskState.KILLED,
+                137,
+                f"the Job {name} was deleted outside nodus (kubectl delete job?); not retried",
+            )
+        if pod is None:
+            return TaskEnd(
+                TaskState.KILLED, 1, f"the Job {name} failed with no pod: {_job_failed(job)}"
+            )
+        end = pod_end(pod, self.memory_said)
+        if end is not None:
+            return end
+        # It ran, and a pod of its Job waits again (its first pod deleted from outside):
+        # nodus owns the retries, so this Job goes.
+        with contextlib.suppress(KubernetesFailure):
+            self.cluster.delete_job(name)
+        pod_name = (pod.get("metadata") or {}).get("name")
+        return TaskEnd(
+            TaskState.INFRASTRUCTURE,
+            1,
+            f"the Job {name} made a new pod ({pod_name}) after its first one ran; deleted "
+            "the Job: --retries runs it again",
+        )
+
+    def stopped(self) -> TaskEnd:
+        # nodus deletes the Job (again, if the first try failed; else the run's cleanup does)
+        with contextlib.suppress(KubernetesFailure):
+            self.cluster.delete_job(self.following.name)
+        return TaskEnd(TaskState.STOPPED, 143, _STOPPED)
 
 
 def follow(
@@ -200,91 +338,34 @@ def follow(
     queue_name: str | None,
     wants: str = "",
 ) -> TaskEnd:
-    """Follow the Job until it ends (see the module). ``started(node)`` makes what the
+    """Follow the Job until it ends (see the module), in the cluster targets' follow loop
+    (:func:`nodus_cli.targets.cluster.following.follow`). ``started(node)`` makes what the
     context is told when the pod runs; ``holders()`` says who holds the GPUs it waits
     for, ``wants`` what it waits for (`` for 2x H100``); ``queue_ok`` False:
     ``--no-wait``, a pod the scheduler cannot place ends the task. The API server may fail
     to answer for :data:`TROUBLE_SECONDS` before the failure is raised."""
-    troubled: float | None = None  # since when the API server fails to answer
-    while True:
-        try:
-            end = _once(
-                cluster,
-                following,
-                ctx,
-                image,
-                memory_said,
-                started,
-                holders,
-                queue_ok,
-                queue_name,
-                wants,
-            )
-        except KubernetesFailure as exc:
-            # An API server that fails for a moment (an upgrade, a lost connection) does
-            # not end a task the cluster still runs: nodus looks again for a while.
-            if exc.status is not None and exc.status < 500:
-                raise
-            troubled = troubled if troubled is not None else time.monotonic()
-            if time.monotonic() - troubled > TROUBLE_SECONDS:
-                raise
-            end = None
-        else:
-            troubled = None
-        if end is not None:
-            return end
-        time.sleep(POLL_SECONDS)
 
-
-def _once(
-    cluster: Cluster,
-    following: Following,
-    ctx: TaskContext,
-    image: str,
-    memory_said: str,
-    started: Callable[[str], Started],
-    holders: Callable[[], str],
-    queue_ok: bool,
-    queue_name: str | None,
-    wants: str,
-) -> TaskEnd | None:
-    """Read the Job and its newest pod once: the task's end, or None while it goes on."""
-    name = following.name
-    job = cluster.job(name)
-    if job is None:
-        if following.stopping:
-            return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (Job deleted)")
-        return TaskEnd(
-            TaskState.KILLED,
-            137,
-            f"the Job {name} was deleted outside nodus (kubectl delete job?); not retried",
+    def waits(
+        job: dict[str, Any], pod: dict[str, Any] | None, remove: Callable[[], str]
+    ) -> TaskEnd | None:
+        return look(
+            cluster,
+            following,
+            ctx,
+            job,
+            pod,
+            image,
+            memory_said,
+            started,
+            holders,
+            queue_ok,
+            queue_name,
+            wants,
+            remove,
         )
-    pods = job_pods(cluster.pods(f"job-name={name}"), name)
-    pod = max(
-        pods,
-        key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")),
-        default=None,
-    )
 
-    def remove() -> str:
-        cluster.delete_job(name)
-        return "its Job"
-
-    return look(
-        cluster,
-        following,
-        ctx,
-        job,
-        pod,
-        image,
-        memory_said,
-        started,
-        holders,
-        queue_ok,
-        queue_name,
-        wants,
-        remove,
-    )
+    job = _Job(cluster, following, ctx, waits, memory_said, started)
+    return cluster_following.follow(job, ctx, interval=lambda _: POLL_SECONDS)
 
 
 def look(
@@ -365,11 +446,11 @@ def look(
         following.started = True
         ctx.started(started(str(node)))
     if status.get("phase") == "Running":
-        _emit_log(cluster, pod_name, following, ctx, final=False)
+        _follow_log(cluster, pod_name, following, ctx, final=False)
         return None
     end = pod_end(pod, memory_said)
     if end is not None:
-        _emit_log(cluster, pod_name, following, ctx, final=True)
+        _follow_log(cluster, pod_name, following, ctx, final=True)
     return end
 
 

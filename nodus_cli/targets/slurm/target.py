@@ -38,7 +38,6 @@ from nodus_cli.errors import NotRunnable
 from nodus_cli.planning.capabilities import Capabilities
 from nodus_cli.planning.ranking import Candidate, RuntimeLookup
 from nodus_cli.records import StageRecord, StageStatus, TaskRecord
-from nodus_cli.structs import replace
 from nodus_cli.targets.base import (
     Cleanup,
     ItemContext,
@@ -54,7 +53,6 @@ from nodus_cli.targets.base import (
     TaskEnd,
     TaskState,
 )
-from nodus_cli.targets.cluster.logfiles import follow_file
 from nodus_cli.targets.cluster.pricing import (
     NodePrice,
     node_price,
@@ -65,18 +63,10 @@ from nodus_cli.targets.cluster.pricing import (
 from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share
 from nodus_cli.targets.cluster.settling import end_words, record_end, settled_run
-from nodus_cli.targets.slurm import calls, parse, waiting
-from nodus_cli.targets.slurm.arrays import (
-    ACCOUNTING_SECONDS,
-    PENDING_STATES,
-    POLL_SECONDS,
-    ArrayRun,
-    array_words,
-    requeued,
-    settle_items,
-)
+from nodus_cli.targets.slurm import calls, parse, single, waiting
+from nodus_cli.targets.slurm.arrays import ArrayRun, array_words, settle_items
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, down_error, environ, slurm
-from nodus_cli.targets.slurm.endings import END_STATES, job_end, task_end, work_root_unseen
+from nodus_cli.targets.slurm.endings import END_STATES, job_end, task_end
 from nodus_cli.targets.slurm.script import batch_script
 from nodus_cli.workload.model import DEFAULT_PRIORITY
 
@@ -92,22 +82,12 @@ __all__ = ["END_STATES", "SlurmTarget", "nice_of", "task_end"]
 NICE_FROM = 50
 #: ``--nice`` per point of ``priority`` below :data:`NICE_FROM`.
 NICE_STEP = 100
-#: How often a running job's node is looked at (drained, down: said in words).
-NODE_SECONDS = 30.0
 
 
 def nice_of(priority: int) -> int:
     """The ``--nice`` of a job of nodus ``priority``: higher priority, lower nice; 0 (no
     change) from :data:`NICE_FROM` up, as an ordinary user may not set a negative one."""
     return max(0, NICE_FROM - priority) * NICE_STEP
-
-
-class _Job:
-    """One submitted task: its job id, and whether nodus is stopping it."""
-
-    def __init__(self) -> None:
-        self.job_id: str | None = None
-        self.stopping = False
 
 
 class SlurmTarget(Target):
@@ -127,7 +107,7 @@ class SlurmTarget(Target):
         #: False: ``--no-wait``, a job Slurm cannot start at once is cancelled, not queued.
         self.queue_jobs = True
         self._priority = DEFAULT_PRIORITY
-        self._jobs: dict[str, _Job] = {}
+        self._jobs: dict[str, single.Submission] = {}
         #: The job array of each fan-out stage under way, by the stage's name.
         self._arrays: dict[str, ArrayRun] = {}
         self._lock = threading.Lock()
@@ -343,7 +323,7 @@ class SlurmTarget(Target):
         return out.strip().split(";")[0]
 
     def run_task(self, task: Task, ctx: TaskContext) -> TaskEnd:
-        job = _Job()
+        job = single.Submission()
         with self._lock:
             self._jobs[task.key] = job
         try:
@@ -359,91 +339,16 @@ class SlurmTarget(Target):
             with self._lock:
                 self._jobs.pop(task.key, None)
 
-    def _run(self, task: Task, ctx: TaskContext, job: _Job) -> TaskEnd:
+    def _run(self, task: Task, ctx: TaskContext, job: single.Submission) -> TaskEnd:
+        """Submit the task's job, then follow it to its end (:mod:`.single`)."""
         run_dir = self.work_root() / task.run_id
         work_dir = run_dir / "work"
         work_dir.mkdir(parents=True, exist_ok=True)
         job.job_id = self._sbatch(task, run_dir, work_dir)
         if job.stopping:
-            self._cancel(job.job_id)
-        key = task.key.replace("[", "-").replace("]", "")
-        out = run_dir / f"{key}.{task.attempt}.out"
-        devices = run_dir / f"{key}.{task.attempt}.devices"
+            single.cancel(job.job_id)
         ctx.submitted(f"submitted as Slurm job {job.job_id}", job_id=job.job_id)
-        said = ""
-        running = False
-        offset = 0
-        node_said: str | None = None
-        looked = time.monotonic()
-        while True:
-            state = self._queued(job.job_id)
-            if running and state is not None and state.state in PENDING_STATES:
-                # It ran, and Slurm put it back in its queue: not the workload's failure.
-                self._cancel(job.job_id)
-                follow_file(out, offset, ctx, final=True)
-                if job.stopping:
-                    return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
-                return requeued(job.job_id)
-            if state is None or state.state not in PENDING_STATES:
-                if not running and state is not None and state.state == "RUNNING":
-                    running = True
-                    ctx.started(self.started_on(task, state.nodes, devices))
-                offset = follow_file(out, offset, ctx)
-                if running and state is not None and time.monotonic() - looked > NODE_SECONDS:
-                    looked = time.monotonic()
-                    node_said = node_said or self._node_note(job.job_id, state.nodes, ctx)
-                if state is None or state.state not in ("RUNNING", "COMPLETING"):
-                    break
-            else:
-                pending = self.pending_of(task.stage, job.job_id, state.reason)
-                if not self.queue_jobs and state.reason != "None":  # "None": not yet looked at
-                    self._cancel(job.job_id)
-                    return TaskEnd(
-                        TaskState.KILLED,
-                        3,
-                        f"--no-wait: Slurm could not start job {job.job_id} at once: "
-                        f"{pending.words}; cancelled it",
-                    )
-                if pending.words != said:
-                    said = pending.words
-                    ctx.waiting(replace(pending, words=f"Slurm job {job.job_id}: {said}"))
-            time.sleep(POLL_SECONDS)
-        ended = self._ended(job.job_id)
-        if not running and ended is not None and ended.node not in ("", "None assigned"):
-            # It ran between two looks at the queue: it started all the same.
-            ctx.started(self.started_on(task, ended.node, devices))
-        follow_file(out, offset, ctx, final=True)
-        if job.stopping:
-            return TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
-        if ended is None:
-            return TaskEnd(
-                TaskState.INFRASTRUCTURE, 1, f"Slurm job {job.job_id} left no accounting record"
-            )
-        ran = ended.node not in ("", "None assigned")
-        if ran and not node_said:
-            self._node_note(job.job_id, ended.node, ctx)
-        unseen = work_root_unseen(ended, run_dir, self.work_root(), out, devices)
-        return unseen or job_end(task, ended, run_dir / f"{key}.{task.attempt}.end")
-
-    def _node_note(self, job_id: str, name: str, ctx: TaskContext) -> str | None:
-        """Say so when Slurm drained (or lost) node ``name`` under job ``job_id``; the
-        words said (None: the node is fine, or Slurm cannot say)."""
-        try:
-            found = parse.nodes_of(slurm("scontrol", "show", "node", name, "--oneliner"))
-        except (SlurmDown, SlurmRefused):
-            return None
-        if not found or found[0].usable:
-            return None
-        if "DRAIN" in found[0].state:
-            said = (
-                f"node {name} is {found[0].words}: drained under Slurm job {job_id}, which "
-                "Slurm lets run to its end; no new job goes there until it is resumed "
-                f"(scontrol update nodename={name} state=resume)"
-            )
-        else:
-            said = f"node {name} is {found[0].words}: Slurm may end job {job_id} (NODE_FAIL)"
-        ctx.say(said)
-        return said
+        return single.follow(self, task, ctx, job, run_dir)
 
     def started_on(self, task: Task, where: str, devices: Path) -> Started:
         node = next((n for n in self._all_nodes() if n.name == where), None)
@@ -472,28 +377,6 @@ class SlurmTarget(Target):
             n.name for n in self._all_nodes() if kind is None or (n.gres and n.gres.type == kind)
         }
         return waiting.pending(reason, job_id, nodes)
-
-    def _queued(self, job_id: str) -> parse.Queued | None:
-        try:
-            text = slurm("squeue", "-h", "-j", job_id, "-o", parse.QUEUE_FORMAT)
-        except SlurmRefused:
-            return None  # "Invalid job id": it left the queue
-        found = parse.queued_jobs(text)
-        return found[0] if found else None
-
-    def _ended(self, job_id: str) -> parse.Ended | None:
-        deadline = time.monotonic() + ACCOUNTING_SECONDS
-        while True:
-            found = _accounted(job_id)
-            if found is not None and found.finished:
-                return found
-            if time.monotonic() > deadline:
-                return found
-            time.sleep(POLL_SECONDS)
-
-    def _cancel(self, job_id: str) -> None:
-        with contextlib.suppress(SlurmRefused):
-            slurm("scancel", job_id)
 
     # -- a fan-out stage as one job array (:mod:`.arrays`) -------------------------------
 
@@ -536,7 +419,7 @@ class SlurmTarget(Target):
         job.stopping = True
         if job.job_id is not None:
             with contextlib.suppress(SlurmDown):
-                self._cancel(job.job_id)
+                single.cancel(job.job_id)
 
     def cleanup(self, run_id: str) -> Cleanup:
         """Cancel every job of the run still queued or running (``nodus stop``), and
@@ -549,7 +432,7 @@ class SlurmTarget(Target):
         removed = []
         for job in parse.queued_jobs(text):
             if job.name.startswith(f"nodus-{run_id}-"):
-                self._cancel(job.job_id)
+                single.cancel(job.job_id)
                 removed.append(f"Slurm job {job.job_id}")
         removed += calls.remove(self.work_root() / run_id)
         return Cleanup(removed)
@@ -577,9 +460,9 @@ class SlurmTarget(Target):
                 stages[index], tasks[index] = stage, items
                 last = (ok, stage.exit_code, words)
                 continue
-            if self._queued(stage.job_id) is not None:
+            if single.queued(stage.job_id) is not None:
                 return None
-            found = _accounted(stage.job_id)
+            found = single.accounted(stage.job_id)
             if found is None or not found.finished:
                 return None
             end = task_end(found)
@@ -601,7 +484,7 @@ class SlurmTarget(Target):
                     said = array_words([t.job_id for t in self.store.tasks(record.id, index)])
                     parts += [f"{stage.name}: {said}"] if said else []
                     continue
-                state = self._queued(stage.job_id)
+                state = single.queued(stage.job_id)
             except SlurmDown as exc:
                 return f"Slurm controller not reachable: {exc}"
             if state is None:
@@ -645,12 +528,3 @@ class SlurmTarget(Target):
                 )
             )
         return found
-
-
-def _accounted(job_id: str) -> parse.Ended | None:
-    try:
-        text = slurm("sacct", "-n", "-P", "-X", "-j", job_id, "-o", parse.SACCT_FIELDS)
-    except SlurmRefused:
-        return None
-    found = [j for j in parse.ended_jobs(text) if j.job_id == job_id]
-    return found[-1] if found else None

@@ -55,6 +55,9 @@ class Output:
     def start(self) -> None:
         self.log.append("output live")
 
+    def poll(self) -> None:
+        self.log.append("output polled")
+
     def finish(self, complete: bool) -> None:
         self.log.append(("output finished", complete))
 
@@ -120,6 +123,8 @@ def test_pending_then_running_then_ended_is_reported_in_order() -> None:
         ("waiting", PendingKind.RESOURCES, "waiting: Priority"),
         ("started", "gpu-a"),
         "output live",
+        "output polled",  # at each look while it runs
+        "output polled",
         ("output finished", True),
     ]
     assert [look.started for look in starts] == [True]
@@ -138,7 +143,13 @@ def test_a_stopped_task_ends_as_stopped_and_its_output_is_closed() -> None:
     job = Script([(True, False, None)], ctx)
     job.stop_after = 2
     assert follow(job, ctx, interval=no_wait) == STOPPED
-    assert ctx.said == [("started", "gpu-a"), "output live", ("output finished", False)]
+    assert ctx.said == [
+        ("started", "gpu-a"),
+        "output live",
+        "output polled",
+        "output polled",
+        ("output finished", False),
+    ]
 
 
 def test_a_failing_look_closes_the_output_and_passes_through() -> None:
@@ -164,3 +175,52 @@ def test_polls_are_fast_at_first_then_slow_down_to_the_maximum() -> None:
     assert poll_interval(POLL_FAST - 0.01) == POLL_FIRST
     assert POLL_FIRST < poll_interval(POLL_FAST + 1) < POLL_MAX
     assert poll_interval(3600) == POLL_MAX
+
+
+def test_a_look_without_an_answer_says_nothing_and_the_loop_looks_again() -> None:
+    ctx = Recorder()
+    job = Script([(False, False, "Resources"), (True, True, None)], ctx)
+    answers: list[Look | None] = [None, None, Look(False, False, "Resources"), None]
+    scripted = job.look
+
+    def look() -> Look | None:
+        return answers.pop(0) if answers else scripted()
+
+    job.look = look  # type: ignore[method-assign]
+    assert follow(job, ctx, interval=no_wait) == TaskEnd(TaskState.EXITED, 0)
+    assert ctx.said == [
+        ("waiting", PendingKind.RESOURCES, "waiting: Resources"),
+        ("started", "gpu-a"),
+        ("output finished", True),
+    ]
+
+
+def test_an_end_said_while_pending_ends_the_task_at_once() -> None:
+    ctx = Recorder()
+    job = Script([(False, False, "Resources"), (True, True, None)], ctx)
+    refused = TaskEnd(TaskState.KILLED, 3, "--no-wait: cancelled")
+    job.pending = lambda look, waited: refused  # type: ignore[method-assign]
+    assert follow(job, ctx, interval=no_wait) == refused
+    assert job.seen == 1
+    assert ctx.said == []
+
+
+class Requeued(Script):
+    def ended(self, look: Look) -> TaskEnd:
+        if not look.started:
+            return TaskEnd(TaskState.INFRASTRUCTURE, 1, "requeued after it started")
+        return TaskEnd(TaskState.EXITED, 0)
+
+
+def test_a_task_put_back_in_the_queue_after_it_started_ends_as_its_job_says() -> None:
+    ctx = Recorder()
+    job = Requeued([(True, False, None), (False, False, "Resources"), (True, True, None)], ctx)
+    end = follow(job, ctx, interval=no_wait)
+    assert end == TaskEnd(TaskState.INFRASTRUCTURE, 1, "requeued after it started")
+    # its output so far completed, never followed twice; no "waiting" said for the requeue
+    assert ctx.said == [
+        ("started", "gpu-a"),
+        "output live",
+        "output polled",
+        ("output finished", True),
+    ]

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,6 +216,37 @@ def test_a_run_is_a_job_queued_with_the_schedulers_words_then_followed_to_its_en
     assert stage["job_id"] == job["metadata"]["name"]
     assert stage["node"] == "gpu-h100"
     assert kube_emulator.jobs() == [] and kube_emulator.pods() == []  # the run removed them
+
+
+def test_a_pods_log_is_followed_as_a_stream_not_read_again_at_each_look(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    nodus.env["PYTHONUNBUFFERED"] = "1"  # each line as nodus prints it
+    proc = nodus.popen("run", nodus.workload("long", "python train.py"), "--target", "kubernetes")
+    pod = kube_emulator.wait_pod()["metadata"]["name"]
+    log = "".join(f"step {i:05d} " + "x" * 60 + "\n" for i in range(2000))
+    kube_emulator.run_pod(pod, "gpu-h100", log=log)
+    shown: list[str] = []
+    reader = threading.Thread(target=lambda: shown.extend(iter(proc.stdout.readline, "")))
+    assert proc.stdout is not None
+    reader.start()
+    for late in range(4):  # printed after the start, over several of nodus's looks
+        time.sleep(0.8)
+        log += f"late {late}\n"
+        kube_emulator.write_log(pod, log)
+    deadline = time.monotonic() + 20
+    while "main | late 3\n" not in shown and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "main | late 3\n" in shown  # arrived while the pod still runs
+    kube_emulator.end_pod(pod, 0, log=log + "done")  # an unterminated last line
+    code = proc.wait(timeout=60)
+    reader.join(timeout=10)
+    assert code == 0, "".join(shown)
+    said = [line.partition("main | ")[2] for line in "".join(shown).splitlines()]
+    assert [line for line in said if line] == [*log.splitlines(), "done"]  # once, in order
+    # followed once and completed once, never re-read whole at each look (the old way read
+    # it at each of the dozen looks while it ran)
+    assert kube_emulator.log_bytes(pod) < 3 * len(log)
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from nodus_cli.errors import NodusError
 from nodus_cli.hardware import gpus
 from nodus_cli.targets.base import Item, Pending, PendingKind, Started, Task, TaskEnd, TaskState
 from nodus_cli.targets.kubernetes import follow as following
-from nodus_cli.targets.kubernetes.api import KubernetesFailure, failure
+from nodus_cli.targets.kubernetes.api import KubernetesFailure, LogLines, failure
 from nodus_cli.targets.kubernetes.follow import (
     Following,
     follow,
@@ -523,8 +523,8 @@ class _FlakyCluster:
         pod["spec"] = {"nodeName": "gpu-a"}
         return [pod]
 
-    def log(self, pod: str) -> bytes:
-        return b"hello\n"
+    def log_frames(self, pod: str, follow: bool, since: str | None = None) -> Any:
+        return iter([(1, b"2026-12-05T01:00:00.000000001Z hello\n")])
 
 
 def _follow(cluster: _FlakyCluster, ctx: _Context) -> TaskEnd:
@@ -589,3 +589,26 @@ def test_the_schedulers_reasons_by_kind() -> None:
     assert pending_kind(affinity) == PendingKind.NODE_UNAVAILABLE
     assert pending_kind(None) == PendingKind.SCHEDULING
     assert pending_kind("something new") == PendingKind.OTHER
+
+
+class _Answer:
+    """A log answer that arrives in chunks cut anywhere, as a stream's do."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.closed = False
+
+    def stream(self, amount: int) -> Any:
+        return iter(self.chunks)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_log_answer_is_one_frame_a_line_however_its_chunks_were_cut() -> None:
+    answer = _Answer([b"T1 a\nT2 b", b"b\nT3 ", b"c\n", b"T4 unterminated"])
+    lines = LogLines(answer)
+    assert list(lines) == [(1, b"T1 a\n"), (1, b"T2 bb\n"), (1, b"T3 c\n"), (1, b"T4 unterminated")]
+    lines.close()
+    assert answer.closed
+    assert list(LogLines(None)) == []  # a container not started yet: no log
