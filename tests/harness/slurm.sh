@@ -151,6 +151,8 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=2
 MinJobAge=300
+# Small, so that the tests can submit a fan-out larger than one array (nodus splits it).
+MaxArraySize=10
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT

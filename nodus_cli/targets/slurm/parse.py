@@ -1,10 +1,11 @@
 """What Slurm's commands print, read into records: nodes, jobs in the queue, jobs ended.
 
 Contract: pure functions of the text that ``scontrol show node --oneliner``,
-``squeue -h -o FORMAT`` and ``sacct -n -P -o FIELDS`` print (Slurm 22.05 and newer; the
-tests read text captured from the harness's real cluster). A GPU model comes from the
-node's GRES type through the one GPU table (``targets.cluster.pricing.gpu_model``), never
-guessed: a type the table does not know is kept as written, with no model.
+``scontrol show config``, ``squeue -h -o FORMAT`` and ``sacct -n -P -o FIELDS`` print
+(Slurm 22.05 and newer; the tests read text captured from the harness's real cluster).
+A GPU model comes from the node's GRES type through the one GPU table
+(``targets.cluster.pricing.gpu_model``), never guessed: a type the table does not know is
+kept as written, with no model.
 
 Why apart: the text formats are Slurm's and change by version; the target's logic reads
 records, and the parsing is tested without a cluster.
@@ -18,6 +19,7 @@ from nodus_cli.structs import struct
 from nodus_cli.targets.cluster.pricing import gpu_model
 
 __all__ = [
+    "MAX_ARRAY_SIZE",
     "QUEUE_FORMAT",
     "SACCT_FIELDS",
     "WAITING_FORMAT",
@@ -28,6 +30,7 @@ __all__ = [
     "Waiting",
     "ended_jobs",
     "gres_of",
+    "max_array_size",
     "nodes_of",
     "queued_jobs",
     "waiting_jobs",
@@ -40,6 +43,10 @@ QUEUE_FORMAT = "%i|%T|%r|%N|%j"
 WAITING_FORMAT = "%i|%Q|%u|%j|%P"
 #: ``sacct -n -P -X -o`` fields read by :func:`ended_jobs`.
 SACCT_FIELDS = "JobIDRaw,JobName,State,ExitCode,ElapsedRaw,NodeList"
+
+#: Slurm's ``MaxArraySize`` when ``slurm.conf`` does not set it: the largest array
+#: index is one less.
+MAX_ARRAY_SIZE = 1001
 
 _KEY = re.compile(r"(?:^|\s)([A-Z][A-Za-z0-9_]*)=")
 
@@ -155,6 +162,14 @@ def nodes_of(text: str) -> list[NodeRecord]:
             )
         )
     return found
+
+
+def max_array_size(text: str) -> int:
+    """``MaxArraySize`` of ``scontrol show config`` (``MaxArraySize = 1001``): how many
+    tasks one job array may have, its indices ``0`` to one less (0: no job arrays);
+    :data:`MAX_ARRAY_SIZE` when the text does not say."""
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)\s*$", text, re.MULTILINE)
+    return int(match.group(1)) if match else MAX_ARRAY_SIZE
 
 
 @struct(frozen=True)
