@@ -25,12 +25,15 @@ pytestmark = [pytest.mark.slurm, pytest.mark.docker]
 MAX_ARRAY_SIZE = 10
 
 
-def _fan(nodus: Nodus, name: str, command: str, count: int, parallel: int | None) -> Path:
+def _fan(
+    nodus: Nodus, name: str, command: str, count: int, parallel: int | None, gpu: str = ""
+) -> Path:
     path = nodus.tmp / f"{name}.toml"
     items = ", ".join(json.dumps(f"i{n}") for n in range(count))
     limit = f"parallel = {parallel}\n" if parallel is not None else ""
+    wants = f'gpu = "{gpu}"\n' if gpu else ""
     path.write_text(
-        f'name = "{name}"\nimage = "{IMAGE}"\ncommand = "{command}"\n'
+        f'name = "{name}"\nimage = "{IMAGE}"\ncommand = "{command}"\n{wants}'
         f"[map]\nitems = [{items}]\n{limit}"
     )
     return path
@@ -149,3 +152,59 @@ def test_stop_cancels_every_array_and_submits_no_more(
     assert {t["status"] for t in tasks} == {"cancelled"}
     left = slurm_cluster.run("squeue", "-h", "-r", "-j", next(iter(arrays)), "-o", "%i")
     assert not left.strip()
+
+
+def test_a_killed_nodus_whose_next_array_was_never_submitted_fails_those_items_in_words(
+    nodus: Nodus, slurm_cluster: SlurmCluster
+) -> None:
+    # parallel = 10 of 12: the second array waits until an item of the first one ends,
+    # and nodus is killed before.
+    proc = nodus.popen("run", _fan(nodus, "cut", "sleep 4", 12, 10), "--target", "slurm")
+    run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    ended = nodus.wait_for("its end recorded", lambda r: r["status"] != "running", timeout=120)
+    tasks = _tasks(nodus, run["id"])
+    (array,) = _arrays(tasks[:10])
+    assert [(t["status"], t["job_id"]) for t in tasks] == [
+        *(("succeeded", f"{array}_{n}") for n in range(10)),
+        ("skipped", None),  # never started: the records' word for it
+        ("skipped", None),
+    ]
+    assert ended["status"] == "failed"
+    assert (
+        f"Slurm job array {array} went on: stage 'main': 2 of 12 items failed (item 10: nodus "
+        "ended before it submitted it to Slurm (or recorded its job))"
+    ) in ended["message"]
+
+
+def test_no_wait_cancels_the_first_array_and_submits_no_other(
+    nodus: Nodus, slurm_cluster: SlurmCluster
+) -> None:
+    hold = slurm_cluster.run(
+        "sbatch", "--parsable", "--gres=gpu:h100:2", "-o", "/dev/null", "--wrap", "sleep 120"
+    ).strip()
+    try:
+        path = _fan(nodus, "nowait", "true", 12, 10, gpu="H100")
+        done = nodus.run("run", path, "--target", "slurm", "--no-wait")
+    finally:
+        slurm_cluster.cancel(hold)
+    assert done.returncode == 3, done.stdout + done.stderr
+    tasks = _tasks(nodus, nodus.runs()[0]["id"])
+    assert {(t["status"], t["exit_code"]) for t in tasks} == {("failed", 3)}
+    (array,) = _arrays(tasks[:10])
+    assert "--no-wait: Slurm could not start job" in tasks[0]["message"]
+    # The second array is never submitted: its items end with the first one's words.
+    assert [t["job_id"] for t in tasks[10:]] == [None, None]
+    assert tasks[11]["message"].startswith("--no-wait: Slurm could not start stage 'main' at once")
+    assert tasks[11]["message"].endswith("; item 11 not submitted")
+    assert _accounted_states(slurm_cluster, array) == {"CANCELLED"}
+
+
+def _accounted_states(cluster: SlurmCluster, array: str) -> set[str]:
+    out = cluster.poll(
+        f"array {array} accounted as ended",
+        ["sacct", "-n", "-P", "-X", "-j", array, "-o", "State"],
+        lambda out: bool(out.strip()) and not any(s in out for s in ("PENDING", "RUNNING")),
+    )
+    return {line.split()[0] for line in out.split("\n") if line.strip()}
