@@ -15,7 +15,7 @@ it was given, its output lines from its own file, and its end from ``sacct``.
 A stage of more items than ``MaxArraySize`` (``scontrol show config``, read once per
 target: Slurm refuses an array index at or above it) is several arrays of at most that
 many tasks, each numbered from 0: the script adds the index of the array's first item
-(:data:`.script.ARRAY_OFFSET`), so every item keeps its own ``NODUS_ITEM_INDEX`` and
+(each array has its own script), so every item keeps its own ``NODUS_ITEM_INDEX`` and
 ``NODUS_ITEM_COUNT``, and its job id is its array's (``52_3`` for item 13 of arrays of
 10). ``parallel`` holds across them by submitting, not by dividing: an array can run at
 most ``min(throttle, its items not ended)`` tasks at once, a number that only falls, so
@@ -51,6 +51,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
+from itertools import takewhile
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -69,7 +70,6 @@ from nodus_cli.targets.cluster.settling import items_failure, record_end
 from nodus_cli.targets.slurm import parse
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, environ, slurm
 from nodus_cli.targets.slurm.endings import work_root_unseen
-from nodus_cli.targets.slurm.script import ARRAY_OFFSET
 
 if TYPE_CHECKING:
     from nodus_cli.workload import Stage
@@ -141,10 +141,13 @@ class ArrayHost(Protocol):
         """Job ``job_id`` of ``stage`` pending for Slurm's ``reason``: its kind, words,
         who it waits for."""
 
-    def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
-        """The array's batch script (:func:`.script.batch_script` with the target's
-        container runtime): each task reads its item from ``items``, writes its GPUs to
-        ``devices.INDEX`` and its container's end to ``end.INDEX``."""
+    def script(
+        self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path, offset: int
+    ) -> str:
+        """An array's batch script (:func:`.script.batch_script` with the target's
+        container runtime): each task reads item ``offset`` plus its array index from
+        ``items``, writes its GPUs to ``devices.INDEX`` and its container's end to
+        ``end.INDEX``."""
 
     def end_of(self, task: Task, ended: parse.Ended, end_file: Path) -> TaskEnd:
         """How a job's accounting record reads for the driver, with what its script wrote
@@ -218,8 +221,6 @@ class ArrayRun:
         self.tasks = list(tasks)
         self.contexts = list(contexts)
         self.stage = tasks[0].stage
-        #: The job ids of the stage's arrays, in the order submitted.
-        self.array_ids: list[str] = []
         self._arrays: list[_Array] = []
         #: Items not submitted yet, by index (in order).
         self._waiting: dict[int, tuple[Task, ItemContext]] = {}
@@ -237,31 +238,30 @@ class ArrayRun:
     def _key(self) -> str:
         return self.stage.name
 
-    def _write(self, run_dir: Path, work_dir: Path) -> Path:
-        """Write every item and the script the stage's arrays share; the script."""
+    def _write(self, run_dir: Path) -> None:
+        """Write every item, one file each, where the arrays' tasks read them."""
         items = run_dir / "items" / self._key()
         items.mkdir(parents=True, exist_ok=True)
         for task in self.tasks:
             assert task.item is not None  # a fan-out stage's tasks
             (items / str(task.item.index)).write_text(task.item.value)
-        script = run_dir / f"{self._key()}.array.sh"
-        devices = run_dir / f"{self._key()}.array.devices"
-        end = run_dir / f"{self._key()}.array.end"
-        script.write_text(self.host.script(self.tasks[0], work_dir, devices, end, items))
-        return script
 
     def submit(
-        self, run_dir: Path, work_dir: Path, script: Path, indices: Sequence[int], throttle: int
+        self, run_dir: Path, work_dir: Path, indices: Sequence[int], throttle: int
     ) -> _Array:
-        """``sbatch`` the items ``indices`` (ascending, fewer than ``MaxArraySize`` apart)
-        as one array, at most ``throttle`` at once; the array."""
+        """Write its script and ``sbatch`` the items ``indices`` (ascending, fewer than
+        ``MaxArraySize`` apart) as one array, at most ``throttle`` at once; the array."""
         first = self.tasks[0]
         offset = indices[0]
+        script = run_dir / f"{self._key()}.array.{offset}.sh"
+        devices = run_dir / f"{self._key()}.array.devices"
+        end = run_dir / f"{self._key()}.array.end"
+        items = run_dir / "items" / self._key()
+        script.write_text(self.host.script(first, work_dir, devices, end, items, offset))
         limit = f"%{throttle}" if throttle < len(indices) else ""
         env = first.environment(str(work_dir))
         env.pop("NODUS_ITEM", None)  # the script sets each task's own
         env.pop("NODUS_ITEM_INDEX", None)
-        env[ARRAY_OFFSET] = str(offset)
         out = slurm(
             "sbatch",
             "--parsable",
@@ -278,11 +278,11 @@ class ArrayRun:
     def run(self, run_dir: Path, work_dir: Path, parallel: int) -> None:
         """Submit as ``parallel`` allows, follow every item until each has ended
         (reported)."""
-        script = self._write(run_dir, work_dir)
+        self._write(run_dir)
         size = max(1, self.host.array_size())
         silent = 0
         while True:
-            self._submit_more(run_dir, work_dir, script, parallel, size)
+            self._submit_more(run_dir, work_dir, parallel, size)
             with self._lock:
                 if not self._items and not self._waiting:
                     return
@@ -298,9 +298,7 @@ class ArrayRun:
                     return
             time.sleep(POLL_SECONDS)
 
-    def _submit_more(
-        self, run_dir: Path, work_dir: Path, script: Path, parallel: int, size: int
-    ) -> None:
+    def _submit_more(self, run_dir: Path, work_dir: Path, parallel: int, size: int) -> None:
         """Raise the throttles and submit the next arrays, as far as ``parallel`` leaves
         room (:func:`shares`)."""
         with self._lock:
@@ -320,8 +318,8 @@ class ArrayRun:
             with self._lock:
                 if not self._waiting:
                     return
-                first = next(iter(self._waiting))
-                chunk = [i for i in self._waiting if i < first + size]
+                end = next(iter(self._waiting)) + size  # the waiting are in order
+                chunk = list(takewhile(end.__gt__, self._waiting))
                 taken = {i: self._waiting.pop(i) for i in chunk}
                 refused = self._refused
             if refused is not None:
@@ -331,7 +329,7 @@ class ArrayRun:
                     )
                 continue
             try:
-                array = self.submit(run_dir, work_dir, script, chunk, room)
+                array = self.submit(run_dir, work_dir, chunk, room)
             except (SlurmDown, SlurmRefused) as exc:
                 words = f"Slurm refused the job array: {exc}"
                 kind = TaskState.CANNOT_START
@@ -348,7 +346,6 @@ class ArrayRun:
         it was."""
         with self._lock:
             self._arrays.append(array)
-            self.array_ids.append(array.job_id)
             early = []
             for index, (task, ctx) in taken.items():
                 item = self._items[index] = _Item(task, ctx, array)

@@ -27,12 +27,7 @@ import shlex
 from nodus_cli.targets.base import Task
 from nodus_cli.targets.docker.containers import invocation, memory_bytes
 
-__all__ = ["ARRAY_OFFSET", "batch_script", "container_name"]
-
-#: The variable (in ``sbatch``'s environment, not the container's) that holds the item
-#: index of an array's task 0: a fan-out larger than the cluster's ``MaxArraySize`` is
-#: several arrays, each numbered from 0 (:mod:`.arrays`).
-ARRAY_OFFSET = "NODUS_ARRAY_OFFSET"
+__all__ = ["batch_script", "container_name"]
 
 
 def container_name(run_id: str) -> str:
@@ -47,13 +42,15 @@ def batch_script(
     end_file: str | None = None,
     runtime: str = "docker",
     items: str | None = None,
+    offset: int = 0,
 ) -> str:
     """The batch script of ``task`` run by ``runtime`` (``[slurm] container``: docker or
     podman); ``end_file``: where the container's end is written (``CODE`` or ``CODE oom``).
     ``items``: the folder of a job array's items (one file per index): each array task
     reads its own into ``NODUS_ITEM`` and ``NODUS_ITEM_INDEX`` by ``SLURM_ARRAY_TASK_ID``
-    plus :data:`ARRAY_OFFSET`, and writes its GPUs to ``devices_file.INDEX`` (and its end
-    to ``end_file.INDEX``)."""
+    plus ``offset``, the item index of the array's task 0 (a fan-out larger than the
+    cluster's ``MaxArraySize`` is several arrays, each numbered from 0: :mod:`.arrays`),
+    and writes its GPUs to ``devices_file.INDEX`` (and its end to ``end_file.INDEX``)."""
     stage = task.stage
     env = task.environment(work_dir)
     memory = memory_bytes(stage.requirements.cpu, stage.requirements.memory_gb)
@@ -98,7 +95,7 @@ def batch_script(
         if ends is not None:
             ends += '."$NODUS_ITEM_INDEX"'
         item = (
-            f'export NODUS_ITEM_INDEX="$((SLURM_ARRAY_TASK_ID + ${{{ARRAY_OFFSET}:-0}}))"\n'
+            f'export NODUS_ITEM_INDEX="$((SLURM_ARRAY_TASK_ID + {offset:d}))"\n'
             f'NODUS_ITEM="$(cat {shlex.quote(items)}/"$NODUS_ITEM_INDEX")" || exit 1\n'
             "export NODUS_ITEM\n"
         )

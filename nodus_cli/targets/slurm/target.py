@@ -504,9 +504,11 @@ class SlurmTarget(Target):
             with self._lock:
                 self._arrays.pop(tasks[0].stage.name, None)
 
-    def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
+    def script(
+        self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path, offset: int
+    ) -> str:
         return batch_script(
-            task, str(work_dir), str(devices), str(end), self.settings.container, str(items)
+            task, str(work_dir), str(devices), str(end), self.settings.container, str(items), offset
         )
 
     def end_of(self, task: Task, ended: parse.Ended, end_file: Path) -> TaskEnd:

@@ -46,9 +46,11 @@ def test_each_array_task_reads_its_own_item_and_writes_its_own_gpus() -> None:
     stage = loaded.workload.stages[0]
     task = Task("r1", "w", stage, 0, {}, item=Item(0, "a", 3))
     text = batch_script(task, "/w/work", "/w/main.array.devices", items="/w/items/main")
+    assert 'export NODUS_ITEM_INDEX="$((SLURM_ARRAY_TASK_ID + 0))"' in text
     # Its index is its array task's plus the item index of its array's task 0 (a stage of
     # more items than MaxArraySize is several arrays, each numbered from 0).
-    assert 'export NODUS_ITEM_INDEX="$((SLURM_ARRAY_TASK_ID + ${NODUS_ARRAY_OFFSET:-0}))"' in text
+    later = batch_script(task, "/w/work", "/w/d", items="/w/items/main", offset=20)
+    assert 'export NODUS_ITEM_INDEX="$((SLURM_ARRAY_TASK_ID + 20))"' in later
     assert 'NODUS_ITEM="$(cat /w/items/main/"$NODUS_ITEM_INDEX")"' in text
     assert '> /w/main.array.devices."$NODUS_ITEM_INDEX"' in text
     assert "-e NODUS_ITEM " in text and "-e NODUS_ITEM_COUNT" in text
