@@ -31,9 +31,10 @@ The items are written into the run's folder (``items/STAGE/INDEX``, one file
 each); the script reads its own by its index (:func:`.script.batch_script`); its output
 is ``STAGE.array.JOBID_INDEX.out`` (Slurm names it, by the array task's job id).
 A job Slurm requeues (preemption with ``PreemptMode=REQUEUE``, ``scontrol requeue``)
-is cancelled and ends the item as an infrastructure failure in words
-(:data:`REQUEUED`): the driver's ``--retries`` then resubmits it with the same model and
-count, and nothing reruns behind nodus's back. An item told to stop before its array was
+is cancelled and ends the item as an infrastructure failure in words (:func:`requeued`;
+who preempted it, when Slurm did, from :func:`preemption`): the driver's ``--retries``
+then resubmits it with the same model and count, and nothing reruns behind nodus's
+back. An item told to stop before its array was
 submitted ends there, never submitted, and so does one waiting for its array after
 ``--no-wait`` found that Slurm could not start the stage at once.
 
@@ -87,6 +88,7 @@ __all__ = [
     "cluster_array_size",
     "index_ranges",
     "look_up",
+    "preemption",
     "requeued",
     "settle_items",
     "shares",
@@ -108,15 +110,41 @@ PENDING_STATES = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE
 THROTTLED = ("JobArrayTaskLimit", "None")
 
 
-def requeued(job_id: str) -> TaskEnd:
-    """A job Slurm put back in its queue after it ran: not the workload's failure."""
+def requeued(job_id: str, preempted_by: str | None = None) -> TaskEnd:
+    """A job Slurm put back in its queue after it ran: not the workload's failure;
+    ``preempted_by``: who preempted it, in words (:func:`preemption`), when Slurm did."""
+    why = (
+        f"Slurm job {job_id} was preempted by {preempted_by} and requeued"
+        if preempted_by is not None
+        else f"Slurm requeued job {job_id} after it started (preempted for a job of higher "
+        "priority, or requeued by an administrator)"
+    )
     return TaskEnd(
         TaskState.INFRASTRUCTURE,
         1,
-        f"Slurm requeued job {job_id} after it started (preempted for a job of higher "
-        "priority, or requeued by an administrator); nodus cancelled the requeued job so "
-        "that --retries resubmits it with the same GPU model and count",
+        f"{why}; nodus cancelled the requeued job so that --retries resubmits it with the "
+        "same GPU model and count",
     )
+
+
+def preemption(job_id: str) -> str | None:
+    """Who preempted job ``job_id`` (which Slurm requeued), in words: the jobs that started
+    on its node since (``job 7 (train) of alice``), or "a job of higher priority" when none
+    has yet; None when no run of it was preempted (an administrator requeued it) or Slurm
+    cannot say."""
+    try:
+        runs = slurm("sacct", "-D", "-n", "-P", "-X", "-j", job_id, "-o", parse.RUNS_FIELDS)
+        preempted = parse.preempted_run(runs, job_id)
+        if preempted is None:
+            return None
+        end, node = preempted
+        text = slurm("squeue", "-h", "-w", node, "-t", "R,CF", "-o", parse.NODE_JOBS_FORMAT)
+    except (SlurmDown, SlurmRefused):
+        return None
+    since = [j for j in parse.node_jobs(text) if j.start >= end and j.job_id != job_id]
+    if not since:
+        return "a job of higher priority"
+    return ", ".join(f"job {j.job_id} ({j.name}) of {j.user}" for j in since)
 
 
 class ArrayHost(Protocol):
@@ -178,7 +206,8 @@ class _Item:
         self.said = ""
         self.offset = 0
         self.gone_at: float | None = None  # when it left the queue (monotonic)
-        self.end: TaskEnd | None = None  # decided before sacct (requeued, --no-wait)
+        self.end: TaskEnd | None = None  # decided before sacct (--no-wait)
+        self.requeued = False  # it ran and Slurm put it back in its queue
         self.stopping = False
 
 
@@ -431,7 +460,7 @@ class ArrayRun:
             if state.state in PENDING_STATES:
                 if item.running:  # it ran, and Slurm put it back in the queue
                     self._cancel(item.job_id)
-                    item.end = item.end or requeued(item.job_id)
+                    item.requeued = True
                     continue
                 if state.reason in THROTTLED or item.stopping or turn:
                     continue
@@ -471,7 +500,8 @@ class ArrayRun:
             index = item.task.item.index
             found = accounted.get(item.job_id)
             late = item.gone_at is not None and now - item.gone_at > ACCOUNTING_SECONDS
-            if item.end is None and (found is None or not found.finished) and not late:
+            decided = item.end is not None or item.requeued
+            if not decided and (found is None or not found.finished) and not late:
                 continue  # sacct lags behind the queue: ask again next time
             out = run_dir / f"{self._key()}.array.{item.job_id}.out"
             devices = run_dir / f"{self._key()}.array.devices.{index}"
@@ -480,6 +510,8 @@ class ArrayRun:
             follow_file(out, item.offset, item.ctx, final=True)
             if item.stopping:
                 end = TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
+            elif item.requeued:  # said once it left the queue: who took its place ran
+                end = requeued(item.job_id, preemption(item.job_id))
             elif item.end is not None:
                 end = item.end
             elif found is None:

@@ -38,6 +38,30 @@ def test_a_requeue_is_a_failure_of_the_cluster_said_in_words() -> None:
     assert end.state == TaskState.INFRASTRUCTURE
     assert "Slurm requeued job 41_3 after it started" in (end.message or "")
     assert "--retries resubmits it with the same GPU model and count" in (end.message or "")
+    # Preempted, with who took its place.
+    end = requeued("41_3", "job 57 (urgent) of alice")
+    assert end.state == TaskState.INFRASTRUCTURE
+    assert (end.message or "").startswith(
+        "Slurm job 41_3 was preempted by job 57 (urgent) of alice and requeued; nodus "
+        "cancelled the requeued job so that --retries resubmits it"
+    )
+
+
+def test_who_preempted_a_job_is_read_from_its_runs_and_its_nodes_jobs() -> None:
+    # As the harness's cluster printed them: `sacct -D -o RUNS_FIELDS` of a job preempted
+    # (its first run) and pending again, and `squeue -w gpu-b -o NODE_JOBS_FORMAT`.
+    runs = (
+        "41_3|PREEMPTED|2026-12-05T04:13:44|gpu-b\n"
+        "41_3|PENDING|Unknown|None assigned\n"
+        "41_4|PREEMPTED|2026-12-05T04:10:00|gpu-a\n"
+    )
+    assert parse.preempted_run(runs, "41_3") == ("2026-12-05T04:13:44", "gpu-b")
+    assert parse.preempted_run("41_3|REQUEUED|2026-12-05T04:13:44|gpu-b\n", "41_3") is None
+    jobs = parse.node_jobs("57|urgent|alice|2026-12-05T04:13:45\n12|x|bob|2026-12-05T03:00:00\n")
+    assert jobs == [
+        parse.NodeJob("57", "urgent", "alice", "2026-12-05T04:13:45"),
+        parse.NodeJob("12", "x", "bob", "2026-12-05T03:00:00"),
+    ]
 
 
 def test_each_array_task_reads_its_own_item_and_writes_its_own_gpus() -> None:
