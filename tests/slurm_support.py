@@ -6,7 +6,8 @@ Import them into a test module::
 
 * ``slurm_cluster`` (session): runs ``slurm.sh up`` (munged, MariaDB + slurmdbd,
   slurmctld, and the nodes ``gpu-a`` with 2 ``h100`` and ``gpu-b`` with 2 ``a100``
-  stand-in GPUs, each in its own network namespace; partition ``gpu``) and, at the end
+  stand-in GPUs, each in its own network namespace; partition ``gpu``; ``MaxArraySize=10``;
+  a QOS ``urgent`` that preempts the default ``normal``, requeueing) and, at the end
   of the session, ``slurm.sh down``, then checks that every daemon it started is gone,
   with the nodes' namespaces and the harness's state folder. It skips unless
   ``NODUS_TEST_SYSTEM=1`` (the harness installs packages, makes network namespaces and

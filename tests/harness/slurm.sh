@@ -33,6 +33,7 @@ CTLD_PID="$STATE/slurmctld.pid"
 DBD_PID="$STATE/slurmdbd.pid"
 CLUSTER=nodus
 ACCOUNT=nodus-test
+URGENT_QOS=urgent
 PARTITION=gpu
 
 # node name, GRES type, host end of its veth, address of the host end, node address
@@ -151,6 +152,12 @@ SlurmdTimeout=30
 InactiveLimit=0
 KillWait=2
 MinJobAge=300
+# Small, so that the tests can submit a fan-out larger than one array (nodus splits it).
+MaxArraySize=10
+# A job of QOS $URGENT_QOS preempts a job of QOS normal (every job's default) and Slurm
+# puts the preempted job back in its queue, as a cluster with preemption does.
+PreemptType=preempt/qos
+PreemptMode=REQUEUE
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT
@@ -267,6 +274,15 @@ ensure_accounting() { # the cluster, an account and root in it, so sacct answers
     if [ -z "$(slurm_env sacctmgr -n -P list assoc user=root account="$ACCOUNT" format=user)" ]; then
         out="$(slurm_env sacctmgr -i add user root account="$ACCOUNT" \
             defaultaccount="$ACCOUNT" cluster="$CLUSTER" 2>&1)" || die "sacctmgr add user: $out"
+    fi
+    # A QOS that preempts the default one (normal), requeueing what it preempts.
+    if [ -z "$(slurm_env sacctmgr -n -P list qos "$URGENT_QOS" format=name)" ]; then
+        out="$(slurm_env sacctmgr -i add qos "$URGENT_QOS" priority=1000 preempt=normal \
+            preemptmode=requeue 2>&1)" || die "sacctmgr add qos: $out"
+    fi
+    if ! slurm_env sacctmgr -n -P list assoc user=root format=qos | grep -qw "$URGENT_QOS"; then
+        out="$(slurm_env sacctmgr -i modify user root set qos+="$URGENT_QOS" 2>&1)" ||
+            die "sacctmgr modify user: $out"
     fi
 }
 

@@ -1,10 +1,11 @@
 """What Slurm's commands print, read into records: nodes, jobs in the queue, jobs ended.
 
 Contract: pure functions of the text that ``scontrol show node --oneliner``,
-``squeue -h -o FORMAT`` and ``sacct -n -P -o FIELDS`` print (Slurm 22.05 and newer; the
-tests read text captured from the harness's real cluster). A GPU model comes from the
-node's GRES type through the one GPU table (``targets.cluster.pricing.gpu_model``), never
-guessed: a type the table does not know is kept as written, with no model.
+``scontrol show config``, ``squeue -h -o FORMAT`` and ``sacct -n -P -o FIELDS`` print
+(Slurm 22.05 and newer; the tests read text captured from the harness's real cluster).
+A GPU model comes from the node's GRES type through the one GPU table
+(``targets.cluster.pricing.gpu_model``), never guessed: a type the table does not know is
+kept as written, with no model.
 
 Why apart: the text formats are Slurm's and change by version; the target's logic reads
 records, and the parsing is tested without a cluster.
@@ -18,17 +19,24 @@ from nodus_cli.structs import struct
 from nodus_cli.targets.cluster.pricing import gpu_model
 
 __all__ = [
+    "MAX_ARRAY_SIZE",
+    "NODE_JOBS_FORMAT",
     "QUEUE_FORMAT",
+    "RUNS_FIELDS",
     "SACCT_FIELDS",
     "WAITING_FORMAT",
     "Ended",
     "Gres",
+    "NodeJob",
     "NodeRecord",
     "Queued",
     "Waiting",
     "ended_jobs",
     "gres_of",
+    "max_array_size",
+    "node_jobs",
     "nodes_of",
+    "preempted_run",
     "queued_jobs",
     "waiting_jobs",
 ]
@@ -40,6 +48,15 @@ QUEUE_FORMAT = "%i|%T|%r|%N|%j"
 WAITING_FORMAT = "%i|%Q|%u|%j|%P"
 #: ``sacct -n -P -X -o`` fields read by :func:`ended_jobs`.
 SACCT_FIELDS = "JobIDRaw,JobName,State,ExitCode,ElapsedRaw,NodeList"
+#: ``sacct -D -n -P -X -o`` fields read by :func:`preempted_run`: each run of a job
+#: (``-D``: a requeued job's earlier runs too), its state, end and node.
+RUNS_FIELDS = "JobID,State,End,NodeList"
+#: ``squeue -h -w NODE -o`` format read by :func:`node_jobs`: id, name, user, start time.
+NODE_JOBS_FORMAT = "%i|%j|%u|%S"
+
+#: Slurm's ``MaxArraySize`` when ``slurm.conf`` does not set it: the largest array
+#: index is one less.
+MAX_ARRAY_SIZE = 1001
 
 _KEY = re.compile(r"(?:^|\s)([A-Z][A-Za-z0-9_]*)=")
 
@@ -157,6 +174,14 @@ def nodes_of(text: str) -> list[NodeRecord]:
     return found
 
 
+def max_array_size(text: str) -> int:
+    """``MaxArraySize`` of ``scontrol show config`` (``MaxArraySize = 1001``): how many
+    tasks one job array may have, its indices ``0`` to one less (0: no job arrays);
+    :data:`MAX_ARRAY_SIZE` when the text does not say."""
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)\s*$", text, re.MULTILINE)
+    return int(match.group(1)) if match else MAX_ARRAY_SIZE
+
+
 @struct(frozen=True)
 class Queued:
     """A job ``squeue`` still lists: PENDING, RUNNING, COMPLETING ..."""
@@ -243,4 +268,35 @@ def ended_jobs(text: str) -> list[Ended]:
                 node,
             )
         )
+    return found
+
+
+def preempted_run(text: str, job_id: str) -> tuple[str, str] | None:
+    """When and where Slurm last preempted job ``job_id`` (its end time, ISO, and node),
+    from ``sacct -D -o RUNS_FIELDS``; None: no run of it was preempted."""
+    found = None
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 4 and parts[0] == job_id and parts[1].startswith("PREEMPTED"):
+            found = (parts[2], parts[3])
+    return found
+
+
+@struct(frozen=True)
+class NodeJob:
+    """A job ``squeue -w NODE`` lists: its id, name, user and start time (ISO)."""
+
+    job_id: str
+    name: str
+    user: str
+    start: str
+
+
+def node_jobs(text: str) -> list[NodeJob]:
+    """The jobs of ``squeue -h -o NODE_JOBS_FORMAT``."""
+    found = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) == 4:
+            found.append(NodeJob(*parts))
     return found

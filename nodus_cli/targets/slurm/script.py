@@ -42,11 +42,14 @@ def batch_script(
     end_file: str | None = None,
     runtime: str = "docker",
     items: str | None = None,
+    offset: int = 0,
 ) -> str:
     """The batch script of ``task`` run by ``runtime`` (``[slurm] container``: docker or
     podman); ``end_file``: where the container's end is written (``CODE`` or ``CODE oom``).
     ``items``: the folder of a job array's items (one file per index): each array task
-    reads its own into ``NODUS_ITEM`` and ``NODUS_ITEM_INDEX`` by ``SLURM_ARRAY_TASK_ID``,
+    reads its own into ``NODUS_ITEM`` and ``NODUS_ITEM_INDEX`` by ``SLURM_ARRAY_TASK_ID``
+    plus ``offset``, the item index of the array's task 0 (a fan-out larger than the
+    cluster's ``MaxArraySize`` is several arrays, each numbered from 0: :mod:`.arrays`),
     and writes its GPUs to ``devices_file.INDEX`` (and its end to ``end_file.INDEX``)."""
     stage = task.stage
     env = task.environment(work_dir)
@@ -88,12 +91,12 @@ def batch_script(
     ends = shlex.quote(end_file) if end_file is not None else None
     item = ""
     if items is not None:
-        devices += '."$SLURM_ARRAY_TASK_ID"'
+        devices += '."$NODUS_ITEM_INDEX"'
         if ends is not None:
-            ends += '."$SLURM_ARRAY_TASK_ID"'
+            ends += '."$NODUS_ITEM_INDEX"'
         item = (
-            'export NODUS_ITEM_INDEX="$SLURM_ARRAY_TASK_ID"\n'
-            f'NODUS_ITEM="$(cat {shlex.quote(items)}/"$SLURM_ARRAY_TASK_ID")" || exit 1\n'
+            f'export NODUS_ITEM_INDEX="$((SLURM_ARRAY_TASK_ID + {offset:d}))"\n'
+            f'NODUS_ITEM="$(cat {shlex.quote(items)}/"$NODUS_ITEM_INDEX")" || exit 1\n'
             "export NODUS_ITEM\n"
         )
     end = ""

@@ -38,6 +38,7 @@ from nodus_cli.targets.slurm.arrays import (
     ACCOUNTING_SECONDS,
     PENDING_STATES,
     POLL_SECONDS,
+    preemption,
     requeued,
 )
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, slurm
@@ -239,7 +240,11 @@ class _Job:
     def ended(self, now: Look) -> TaskEnd:
         if isinstance(now.doc, parse.Queued):  # it ran, and Slurm put it back in its queue
             cancel(self.job_id)
-            return self.stopped() if self.job.stopping else requeued(self.job_id)
+            return (
+                self.stopped()
+                if self.job.stopping
+                else requeued(self.job_id, preemption(self.job_id))
+            )
         if self.job.stopping:
             return TaskEnd(TaskState.STOPPED, 143, _STOPPED)
         ended: parse.Ended | None = now.doc

@@ -15,7 +15,8 @@ process that dies leaves them running, and the next nodus command asks ``sacct``
 they ended (:meth:`SlurmTarget.settle`). Only ``nodus stop`` (or Ctrl-C on the
 supervising process) cancels them (``scancel``).
 
-A fan-out stage is one job array (:mod:`.arrays`); ``priority`` is ``--nice`` (:func:`nice_of`).
+A fan-out stage is one job array, or several past ``MaxArraySize`` (:mod:`.arrays`);
+``priority`` is ``--nice`` (:func:`nice_of`).
 A Python function call goes through ``work_root`` too (:mod:`.calls`): its files are
 placed there, the job's container runs nodus's runtime on them, the outcome is read back.
 Not built yet (docs/targets.md says so): container runtimes other than Docker and Podman.
@@ -64,7 +65,7 @@ from nodus_cli.targets.cluster.refusal import refuse_unplaceable
 from nodus_cli.targets.cluster.resources import price_share
 from nodus_cli.targets.cluster.settling import end_words, record_end, settled_run
 from nodus_cli.targets.slurm import calls, parse, single, waiting
-from nodus_cli.targets.slurm.arrays import ArrayRun, array_words, settle_items
+from nodus_cli.targets.slurm.arrays import ArrayRun, array_words, cluster_array_size, settle_items
 from nodus_cli.targets.slurm.commands import SlurmDown, SlurmRefused, down_error, environ, slurm
 from nodus_cli.targets.slurm.endings import END_STATES, job_end, task_end
 from nodus_cli.targets.slurm.script import batch_script
@@ -110,6 +111,7 @@ class SlurmTarget(Target):
         self._jobs: dict[str, single.Submission] = {}
         #: The job array of each fan-out stage under way, by the stage's name.
         self._arrays: dict[str, ArrayRun] = {}
+        self._array_size: int | None = None  # MaxArraySize, read once (array_size)
         self._lock = threading.Lock()
         self._caller = calls.Caller(store.root)  # Python function calls (.calls)
 
@@ -381,8 +383,16 @@ class SlurmTarget(Target):
     # -- a fan-out stage as one job array (:mod:`.arrays`) -------------------------------
 
     def runs_items(self, stage: Stage) -> bool:
-        """Every fan-out stage of commands is one job array."""
-        return stage.function is None
+        """Every fan-out stage of commands is job arrays (one, unless it has more items
+        than the cluster's ``MaxArraySize``), where the cluster takes arrays at all."""
+        return stage.function is None and self.array_size() > 0
+
+    def array_size(self) -> int:
+        """How many tasks one job array may have (``MaxArraySize``; 0: no arrays), read
+        once."""
+        if self._array_size is None:
+            self._array_size = cluster_array_size()
+        return self._array_size
 
     def run_items(
         self, tasks: Sequence[Task], contexts: Sequence[ItemContext], parallel: int
@@ -399,9 +409,11 @@ class SlurmTarget(Target):
             with self._lock:
                 self._arrays.pop(tasks[0].stage.name, None)
 
-    def script(self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path) -> str:
+    def script(
+        self, task: Task, work_dir: Path, devices: Path, end: Path, items: Path, offset: int
+    ) -> str:
         return batch_script(
-            task, str(work_dir), str(devices), str(end), self.settings.container, str(items)
+            task, str(work_dir), str(devices), str(end), self.settings.container, str(items), offset
         )
 
     def end_of(self, task: Task, ended: parse.Ended, end_file: Path) -> TaskEnd:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nodus_cli.targets.base import Item, Task, TaskState
 from nodus_cli.targets.slurm import parse
-from nodus_cli.targets.slurm.arrays import requeued
+from nodus_cli.targets.slurm.arrays import index_ranges, requeued, shares
 from nodus_cli.targets.slurm.endings import job_end, work_root_unseen
 from nodus_cli.targets.slurm.script import batch_script
 from nodus_cli.targets.slurm.target import nice_of
@@ -38,6 +38,30 @@ def test_a_requeue_is_a_failure_of_the_cluster_said_in_words() -> None:
     assert end.state == TaskState.INFRASTRUCTURE
     assert "Slurm requeued job 41_3 after it started" in (end.message or "")
     assert "--retries resubmits it with the same GPU model and count" in (end.message or "")
+    # Preempted, with who took its place.
+    end = requeued("41_3", "job 57 (urgent) of alice")
+    assert end.state == TaskState.INFRASTRUCTURE
+    assert (end.message or "").startswith(
+        "Slurm job 41_3 was preempted by job 57 (urgent) of alice and requeued; nodus "
+        "cancelled the requeued job so that --retries resubmits it"
+    )
+
+
+def test_who_preempted_a_job_is_read_from_its_runs_and_its_nodes_jobs() -> None:
+    # As the harness's cluster printed them: `sacct -D -o RUNS_FIELDS` of a job preempted
+    # (its first run) and pending again, and `squeue -w gpu-b -o NODE_JOBS_FORMAT`.
+    runs = (
+        "41_3|PREEMPTED|2026-12-05T04:13:44|gpu-b\n"
+        "41_3|PENDING|Unknown|None assigned\n"
+        "41_4|PREEMPTED|2026-12-05T04:10:00|gpu-a\n"
+    )
+    assert parse.preempted_run(runs, "41_3") == ("2026-12-05T04:13:44", "gpu-b")
+    assert parse.preempted_run("41_3|REQUEUED|2026-12-05T04:13:44|gpu-b\n", "41_3") is None
+    jobs = parse.node_jobs("57|urgent|alice|2026-12-05T04:13:45\n12|x|bob|2026-12-05T03:00:00\n")
+    assert jobs == [
+        parse.NodeJob("57", "urgent", "alice", "2026-12-05T04:13:45"),
+        parse.NodeJob("12", "x", "bob", "2026-12-05T03:00:00"),
+    ]
 
 
 def test_each_array_task_reads_its_own_item_and_writes_its_own_gpus() -> None:
@@ -46,9 +70,13 @@ def test_each_array_task_reads_its_own_item_and_writes_its_own_gpus() -> None:
     stage = loaded.workload.stages[0]
     task = Task("r1", "w", stage, 0, {}, item=Item(0, "a", 3))
     text = batch_script(task, "/w/work", "/w/main.array.devices", items="/w/items/main")
-    assert 'export NODUS_ITEM_INDEX="$SLURM_ARRAY_TASK_ID"' in text
-    assert 'NODUS_ITEM="$(cat /w/items/main/"$SLURM_ARRAY_TASK_ID")"' in text
-    assert '> /w/main.array.devices."$SLURM_ARRAY_TASK_ID"' in text
+    assert 'export NODUS_ITEM_INDEX="$((SLURM_ARRAY_TASK_ID + 0))"' in text
+    # Its index is its array task's plus the item index of its array's task 0 (a stage of
+    # more items than MaxArraySize is several arrays, each numbered from 0).
+    later = batch_script(task, "/w/work", "/w/d", items="/w/items/main", offset=20)
+    assert 'export NODUS_ITEM_INDEX="$((SLURM_ARRAY_TASK_ID + 20))"' in later
+    assert 'NODUS_ITEM="$(cat /w/items/main/"$NODUS_ITEM_INDEX")"' in text
+    assert '> /w/main.array.devices."$NODUS_ITEM_INDEX"' in text
     assert "-e NODUS_ITEM " in text and "-e NODUS_ITEM_COUNT" in text
 
 
@@ -62,7 +90,7 @@ def test_each_array_task_writes_its_containers_end_and_runs_the_configured_runti
     text = batch_script(
         task, "/w/work", "/w/main.array.devices", "/w/main.array.end", "podman", "/w/items/main"
     )
-    assert '> /w/main.array.end."$SLURM_ARRAY_TASK_ID"' in text
+    assert '> /w/main.array.end."$NODUS_ITEM_INDEX"' in text
     assert "podman run" in text and "docker run" not in text
     # Each task's end is read with its own file: a container killed at its memory limit is
     # out of memory in words, whatever sacct kept of its 137.
@@ -78,7 +106,7 @@ def test_a_job_whose_node_wrote_nothing_here_does_not_see_work_root(tmp_path: Pa
     # Single jobs and array tasks alike: the real-cluster test runs a single job under a
     # work_root its node cannot see (test_slurm_faults.py); an array task reads the same.
     ended = parse.Ended("41_2", "x", "FAILED", 1, 0, 6, "gpu-a")
-    out, devices = tmp_path / "main.array.2.out", tmp_path / "main.array.devices.2"
+    out, devices = tmp_path / "main.array.41_2.out", tmp_path / "main.array.devices.2"
     end = work_root_unseen(ended, tmp_path, Path("/shared/nodus"), out, devices)
     assert end is not None and end.state == TaskState.CANNOT_START
     assert end.message == (
@@ -90,3 +118,33 @@ def test_a_job_whose_node_wrote_nothing_here_does_not_see_work_root(tmp_path: Pa
     assert work_root_unseen(ended, tmp_path, Path("/shared/nodus"), out, devices) is None
     never = parse.Ended("41_3", "x", "CANCELLED", 0, 0, 0, "None assigned")
     assert work_root_unseen(never, tmp_path, Path("/shared/nodus"), out, devices) is None
+
+
+def test_max_array_size_is_read_from_scontrol_show_config_with_slurms_default() -> None:
+    # As `scontrol show config` prints it (Slurm 22.05, the harness's cluster).
+    shown = "KillWait                = 2 sec\nMaxArraySize            = 10\nMaxJobCount = 10000\n"
+    assert parse.max_array_size(shown) == 10
+    assert parse.max_array_size("MaxArraySize            = 0\n") == 0
+    assert parse.max_array_size("KillWait = 2 sec\n") == parse.MAX_ARRAY_SIZE == 1001
+
+
+def test_an_arrays_indices_are_listed_as_ranges() -> None:
+    assert index_ranges([0, 1, 2, 3]) == "0-3"
+    assert index_ranges([0, 1, 2, 3, 5, 7, 8, 9]) == "0-3,5,7-9"
+    assert index_ranges([4]) == "4"
+
+
+def test_parallel_holds_across_arrays_and_the_room_that_frees_goes_to_the_oldest() -> None:
+    # Nothing submitted: all of parallel is room for the first array.
+    assert shares(3, []) == ([], 3)
+    # One array of 10 at %3, 10 items left: no room for the next one.
+    assert shares(3, [(3, 10)]) == ([3], 0)
+    # Its last 2 items run: room for 1 more task, in a new array.
+    assert shares(3, [(3, 2)]) == ([3], 1)
+    # The first array ended (0 left) while the second (%1) has 9 items waiting: its
+    # throttle is raised to all of parallel, and nothing is left for a third.
+    assert shares(3, [(3, 0), (1, 9)]) == ([3, 3], 0)
+    # Two arrays with items waiting: the older one is raised first.
+    assert shares(4, [(1, 1), (1, 5), (1, 5)]) == ([1, 2, 1], 0)
+    # Without parallel (all items at once): every array at its size, room for the rest.
+    assert shares(25, [(10, 10)]) == ([10], 15)

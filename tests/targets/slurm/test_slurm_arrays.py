@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,63 @@ def test_a_requeued_job_without_retries_fails_the_run_in_words(
     assert f"Slurm requeued job {first} after it started" in ended["message"]
     # Nothing reruns behind nodus's back: the requeued job was cancelled.
     assert not slurm_cluster.run("squeue", "-h", "-j", first, check=False).strip()
+
+
+def test_a_single_job_preempted_by_a_job_of_higher_priority_names_it_and_is_retried(
+    nodus: Nodus, slurm_cluster: SlurmCluster
+) -> None:
+    # The harness's QOS `urgent` preempts QOS normal (every job's), with PreemptMode=REQUEUE.
+    workload = nodus.workload("bumped", "sleep 6", gpu="A100", count=2)
+    proc = nodus.popen("run", workload, "--target", "slurm", "--retries", "1")
+    run = nodus.wait_for("the run running", lambda r: r["stages"][0].get("node"))
+    first = run["stages"][0]["job_id"]
+    urgent = slurm_cluster.run(
+        "sbatch", "--parsable", "--qos=urgent", "-J", "urgent", "--gres=gpu:a100:2",
+        "-o", "/dev/null", "--wrap", "sleep 5",
+    ).strip()  # fmt: skip
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out
+    assert (
+        f"Slurm job {first} was preempted by job {urgent} (urgent) of root and requeued; "
+        "nodus cancelled the requeued job"
+    ) in out
+    assert "retrying with the same 2× A100 (attempt 2 of 2)" in out
+    stage = nodus.runs()[0]["stages"][0]
+    assert stage["status"] == "succeeded" and stage["job_id"] != first
+    runs = slurm_cluster.run("sacct", "-D", "-n", "-P", "-X", "-j", first, "-o", "State")
+    assert runs.split()[0] == "PREEMPTED", runs
+
+
+def test_items_preempted_by_a_job_of_higher_priority_are_said_and_retried(
+    nodus: Nodus, slurm_cluster: SlurmCluster
+) -> None:
+    # The harness's QOS `urgent` preempts QOS normal (every job's), with PreemptMode=REQUEUE.
+    proc = nodus.popen(
+        "run", _fan(nodus, "bumped", "sleep 6", ["a", "b"]), "--target", "slurm", "--retries", "1"
+    )
+    run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
+    deadline = time.monotonic() + 60
+    while not all(t["node"] for t in _tasks(nodus, run["id"])):  # both A100 of gpu-b held
+        assert time.monotonic() < deadline, _tasks(nodus, run["id"])
+        time.sleep(0.5)
+    array = _tasks(nodus, run["id"])[0]["job_id"].split("_")[0]
+    urgent = slurm_cluster.run(
+        "sbatch", "--parsable", "--qos=urgent", "-J", "urgent", "--gres=gpu:a100:2",
+        "-o", "/dev/null", "--wrap", "sleep 5",
+    ).strip()  # fmt: skip
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out
+    # Said in words, with who took its place, and retried with the same model and count.
+    for index in (0, 1):
+        assert (
+            f"Slurm job {array}_{index} was preempted by job {urgent} (urgent) of root and "
+            "requeued; nodus cancelled the requeued job"
+        ) in out
+    assert out.count("retrying with the same 1× A100 (attempt 2 of 2)") == 2
+    tasks = _tasks(nodus, run["id"])
+    assert [(t["status"], t["node"]) for t in tasks] == [("succeeded", "gpu-b")] * 2
+    assert all("_" not in t["job_id"] for t in tasks)  # each retry a job of its own
+    # What Slurm itself recorded of the first run: preempted, then cancelled by nodus.
+    runs = slurm_cluster.run("sacct", "-D", "-n", "-P", "-X", "-j", f"{array}_0", "-o", "State")
+    assert runs.split()[0] == "PREEMPTED", runs
+    assert not slurm_cluster.run("squeue", "-h", "-j", array, check=False).strip()
