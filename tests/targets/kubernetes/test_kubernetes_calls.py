@@ -35,6 +35,7 @@ from nodus_cli import Client, RunStatus
 from nodus_cli.targets.kubernetes.calls import CALL_IN_POD, MOUNT
 
 IMAGE = "python:3.11-slim"
+INDEX = "batch.kubernetes.io/job-completion-index"
 SCHEMA_VERSION = "1.33.0"
 
 
@@ -227,6 +228,44 @@ def test_a_map_is_one_indexed_job_each_call_with_its_result_exception_print_and_
     assert "Refused: not 2" in tasks[1]["message"]
     left = kube_emulator.call("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets")["items"]
     assert left == [] and kube_emulator.jobs() == []
+
+
+def test_an_evicted_call_of_a_maps_indexed_job_is_retried_as_a_job_of_its_own(
+    client: Client, kube_emulator: KubeEmulator, tmp_path: Path
+) -> None:
+    calls = client.map([1, 3], fn=square_or_refuse, image=IMAGE, retries=1)
+    deadline = time.monotonic() + 30
+    while len(kube_emulator.pods()) < 2:
+        assert time.monotonic() < deadline, kube_emulator.pods()
+        time.sleep(0.2)
+    [job] = kube_emulator.jobs()
+    name = job["metadata"]["name"]
+    secret = kube_emulator.call("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}")
+    by_index = {int(p["metadata"]["labels"][INDEX]): p for p in kube_emulator.pods()}
+    kube_emulator.run_pod(by_index[1]["metadata"]["name"], "gpu-a100")
+    kube_emulator.patch_pod(
+        by_index[1]["metadata"]["name"],
+        {"status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}},
+    )
+    _run_pod(kube_emulator, by_index[0], secret, tmp_path / "0")
+    retry = f"{name.removesuffix('-items')}-1-2"  # item 1, second attempt
+    while not any(p["metadata"]["labels"]["job-name"] == retry for p in kube_emulator.pods()):
+        assert time.monotonic() < deadline, kube_emulator.pods()
+        time.sleep(0.2)
+    [pod] = [p for p in kube_emulator.pods() if p["metadata"]["labels"]["job-name"] == retry]
+    while True:  # the retry's own Secret, made right after its Job
+        try:
+            secret = kube_emulator.call("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/{retry}")
+            break
+        except Exception:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    _run_pod(kube_emulator, pod, secret, tmp_path / "1")
+    assert [r.value for r in calls.results(timeout=60)] == [1, 9]
+    assert "item 1 of 2: 3" in calls[1].logs()
+    tasks = client.get(calls.id).result(tasks=True).as_json(tasks=True)["stages"][0]["tasks"]
+    assert [t["job_id"] for t in tasks] == [f"{name}/0", retry]
+    assert [t["attempts"] for t in tasks] == [1, 2]
 
 
 def test_stopping_a_map_ends_each_call_and_deletes_its_indexed_job(
