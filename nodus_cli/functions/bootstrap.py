@@ -8,7 +8,7 @@ Python::
 
     python3 -u bootstrap.py CALL_DIR ITEM            # one call
     python3 -u bootstrap.py --worker CALL_DIR NAME   # a warm worker: many calls
-    python3 -u bootstrap.py --unpack PARTS CALL_DIR ITEM LIMIT  # Swarm: see unpack()
+    python3 -u bootstrap.py --unpack PARTS CALL_DIR ITEM LIMIT  # Swarm, Kubernetes: unpack()
 
 The call folder (written by ``nodus_cli.functions``)::
 
@@ -444,7 +444,14 @@ def unpack(parts, call_dir, item, limit):
     """Join the call's parts (Swarm secrets of at most 500 KB each, mounted as files
     PARTS/nodus-part.NAME.N, NAME with __ for /) into CALL_DIR, run the call, then print
     its outcome files to stdout as frames, which the caller cuts out of the service's log.
-    A result (or exception) that pickles to more than LIMIT bytes is refused, saying so."""
+    A result (or exception) that pickles to more than LIMIT bytes is refused, saying so.
+    ITEM "-": a pod of a Kubernetes Indexed Job, whose parts hold every call of a map; its
+    item is its index, NODUS_ITEM_INDEX, and the part items__INDEX__item its NODUS_ITEM."""
+    if item == "-":
+        item = os.environ.get("NODUS_ITEM_INDEX", "")
+        if not item.isdigit():
+            sys.stderr.write("nodus runtime: NODUS_ITEM_INDEX is not set: no item to call\n")
+            return EXIT_RUNTIME
     prefix = "nodus-part."
     joined = {}
     for entry in sorted(os.listdir(parts)):
@@ -464,6 +471,10 @@ def unpack(parts, call_dir, item, limit):
     item_dir = os.path.join(call_dir, "items", item)
     if not os.path.isdir(item_dir):
         os.makedirs(item_dir)
+    label = os.path.join(item_dir, "item")
+    if os.path.exists(label):
+        with open(label, "rb") as handle:
+            os.environ["NODUS_ITEM"] = handle.read().decode("utf-8", "replace")
     code = run_call(os.path.join(call_dir, "function.pickle"), item_dir, {})
     limit = int(limit or 0)
     names = [

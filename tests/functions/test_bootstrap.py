@@ -347,3 +347,21 @@ def _line(fd: int, timeout: float = 30) -> str:
     reader.join(timeout)
     assert result, f"no reply within {timeout} s"
     return result[0].decode().strip()
+
+
+def test_a_pod_of_an_indexed_job_without_its_index_says_so_and_calls_nothing(
+    tmp_path: Path,
+) -> None:
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "NODUS_ITEM_INDEX"}
+    done = subprocess.run(
+        [sys.executable, bootstrap.__file__, "--unpack", str(parts), str(tmp_path / "c"), "-", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == bootstrap.EXIT_RUNTIME
+    assert "NODUS_ITEM_INDEX is not set: no item to call" in done.stderr
+    assert not (tmp_path / "c").exists()

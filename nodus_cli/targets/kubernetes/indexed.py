@@ -15,8 +15,20 @@ an item does by deleting its pod: with ``backoffLimitPerIndex: 0`` the controlle
 that index failed and makes no other pod for it, and the other items go on. The Job
 deleted from outside ends every item still followed.
 
+An exec-form command runs behind nodus's ``/bin/sh`` line (:func:`.manifest.item_argv`):
+a pod whose container cannot start because the image has no ``/bin/sh`` (the runtime's
+``StartError``, ``ContainerCannotRun`` or ``RunContainerError`` saying so:
+:func:`no_shell`) ends every item left with one line that names the image, why nodus
+needs the shell and the fix, exit code 127 as a command that cannot start locally, and
+the Job is deleted (every pod of it would fail alike).
+
 :func:`item_job_id` and :func:`split_job_id` are the one spelling of an item's job id;
 :func:`items_words` says where the items of a running fan-out stage stand (``nodus runs``).
+
+A map of a Python function is one Indexed Job as well (:func:`indexed`): its calls are
+one Secret (:func:`.calls.items_secret`) instead of the items' ConfigMap, and each item's
+context is a :class:`.calls.FramedItem`, which cuts its call's outcome out of its pod's log
+and ends the item from it.
 
 Why apart from :mod:`.follow`: one Job for many items is its own loop (which pod is whose,
 who ended); the single Job's loop stays as it is.
@@ -28,8 +40,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from nodus_cli.functions import runtime
 from nodus_cli.targets.base import (
     ItemContext,
     Started,
@@ -39,17 +53,51 @@ from nodus_cli.targets.base import (
 )
 from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure
+from nodus_cli.targets.kubernetes.calls import (
+    FramedItem,
+    attach_items,
+    items_fit,
+    items_secret,
+)
 from nodus_cli.targets.kubernetes.kueue import kueue_pending
-from nodus_cli.targets.kubernetes.manifest import INDEX_ANNOTATION, items_config_map
+from nodus_cli.targets.kubernetes.manifest import (
+    INDEX_ANNOTATION,
+    ITEMS_LIMIT,
+    item_argv,
+    items_config_map,
+    items_size,
+)
+
+if TYPE_CHECKING:
+    from nodus_cli.workload import Stage
 
 __all__ = [
     "IndexedRun",
+    "indexed",
     "item_job_id",
     "items_words",
     "newest_by_index",
+    "no_shell",
     "pod_index",
     "split_job_id",
 ]
+
+
+#: How a container runtime says that an executable is not in the image.
+_NOT_FOUND = ("no such file", "not found")
+
+
+def indexed(stage: Stage, home: Path) -> bool:
+    """A fan-out stage that runs as one Indexed Job: a map of a function whose calls fit
+    in one Secret; a command nodus can run whole after its item is read
+    (:func:`.manifest.item_argv`) with items that fit in a ConfigMap. Any other runs one
+    Job per item."""
+    if stage.map is None:
+        return False
+    if stage.function is not None:
+        return items_fit(stage, home)
+    room = ITEMS_LIMIT - 4096  # for the ConfigMap's metadata
+    return item_argv(stage) is not None and items_size(stage.map.items) < room
 
 
 def item_job_id(job: str, index: int) -> str:
@@ -83,6 +131,18 @@ def newest_by_index(pods: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return found
 
 
+def no_shell(pod: dict[str, Any]) -> str | None:
+    """What the container runtime said when the pod's container could not start because
+    its image has no ``/bin/sh`` (None: not that)."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or ():
+        for state in ((status.get("state") or {}).get(k) for k in ("waiting", "terminated")):
+            said = str((state or {}).get("message") or "")
+            lowered = said.lower()
+            if "/bin/sh" in said and any(m in lowered for m in _NOT_FOUND):
+                return said
+    return None
+
+
 def items_words(cluster: Cluster, items: Sequence[Any]) -> str | None:
     """Where the pods of a fan-out stage's Indexed Jobs stand, from its items' records
     (their ``job_id``): ``Indexed Job NAME: 2 running, 1 pending``; None: no such Job."""
@@ -112,7 +172,9 @@ class _Item:
 
 
 class IndexedRun:
-    """Every item of one fan-out stage as one Indexed Job; :meth:`run` until all ended."""
+    """Every item of one fan-out stage as one Indexed Job; :meth:`run` until all ended.
+    ``manifest``: :func:`.manifest.indexed_manifest`'s, which a map of a function's
+    calls (``home``: where their folder is) completes here."""
 
     def __init__(
         self,
@@ -121,6 +183,7 @@ class IndexedRun:
         contexts: Sequence[ItemContext],
         manifest: dict[str, Any],
         *,
+        home: Path,
         memory_said: str,
         started: Callable[[Task, str], Started],
         holders: Callable[[], str],
@@ -132,6 +195,14 @@ class IndexedRun:
         self.tasks = list(tasks)
         self.manifest = manifest
         self.name: str = manifest["metadata"]["name"]
+        stage = self.tasks[0].stage
+        self._home = home
+        self._calls = stage.function is not None
+        #: nodus's /bin/sh line runs before an exec-form command (:func:`no_shell`).
+        self._shell_added = not self._calls and not stage.shell
+        if self._calls:
+            attach_items(manifest, runtime.INTERPRETERS[0])
+            contexts = [FramedItem(t, c, home) for t, c in zip(tasks, contexts, strict=True)]
         self._items = {
             t.item.index: _Item(t, c, self.name)
             for t, c in zip(tasks, contexts, strict=True)
@@ -161,9 +232,14 @@ class IndexedRun:
         try:
             job = self.cluster.create_job(self.manifest)
             self._created = True
-            self.cluster.create_config_map(
-                items_config_map(self.tasks, self.cluster.namespace, job)
-            )
+            if self._calls:  # owned by the Job: its pods wait for it to mount it
+                self.cluster.create_secret(
+                    items_secret(self.tasks, self._home, self.name, self.cluster.namespace, job)
+                )
+            else:
+                self.cluster.create_config_map(
+                    items_config_map(self.tasks, self.cluster.namespace, job)
+                )
         except KubernetesFailure as exc:
             said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
             state = TaskState.CANNOT_START
@@ -244,6 +320,8 @@ class IndexedRun:
             if pod is None:
                 self._without_pod(item, job)
                 continue
+            if self._shell_added and self._no_shell(pod):
+                return
             end = following.look(
                 self.cluster,
                 item.following,
@@ -261,6 +339,26 @@ class IndexedRun:
             )
             if end is not None:
                 self._end(item, end)
+
+    def _no_shell(self, pod: dict[str, Any]) -> bool:
+        """The pod cannot start for want of ``/bin/sh``: every item left ends so, and the
+        Job is deleted (its other pods would fail alike)."""
+        said = no_shell(pod)
+        if said is None:
+            return False
+        image = self.manifest["spec"]["template"]["spec"]["containers"][0]["image"]
+        self._end_all(
+            TaskEnd(
+                TaskState.CANNOT_START,
+                127,
+                f"the image {image} has no /bin/sh, which nodus needs in each pod of the "
+                "Indexed Job to read the pod's item (NODUS_ITEM) before it executes the "
+                f"command ({said}); use an image that has /bin/sh (distroless and scratch "
+                "images have none)",
+            )
+        )
+        self.cluster.delete_job(self.name)
+        return True
 
     def _remove(self, pod: dict[str, Any]) -> str:
         name = str((pod.get("metadata") or {}).get("name"))

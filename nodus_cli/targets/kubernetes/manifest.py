@@ -11,15 +11,19 @@ the same model and count); a configured PriorityClass and Kueue queue (Kueue adm
 Job created suspended). Every manifest is checked against Kubernetes' own schemas in the
 tests (``kubernetes-validate``).
 
-A fan-out stage whose command runs through the shell is one Indexed Job
-(:func:`indexed_manifest`): ``completionMode: Indexed``, ``completions`` one per item,
-``parallelism`` its ``parallel``, ``backoffLimitPerIndex: 0`` (an item that fails fails
-alone: the others go on, and nodus retries it as a Job of its own). The items are a
-ConfigMap (:func:`items_config_map`, one key per index, owned by the Job so that the
-cluster deletes it with the Job) mounted at :data:`ITEMS_DIR`; ``NODUS_ITEM_INDEX`` is the
-pod's ``batch.kubernetes.io/job-completion-index`` annotation, and a ``/bin/sh`` line
-before the stage's own command reads ``NODUS_ITEM`` from the file of that index (the
-command already needs the shell; a stage without one runs one Job per item).
+A fan-out stage is one Indexed Job (:func:`indexed_manifest`): ``completionMode:
+Indexed``, ``completions`` one per item, ``parallelism`` its ``parallel``,
+``backoffLimitPerIndex: 0`` (an item that fails fails alone: the others go on, and nodus
+retries it as a Job of its own). ``NODUS_ITEM_INDEX`` is the pod's
+``batch.kubernetes.io/job-completion-index`` annotation (the downward API). A stage with a
+command has its items in a ConfigMap (:func:`items_config_map`, one key per index, owned by
+the Job so that the cluster deletes it with the Job) mounted at :data:`ITEMS_DIR`, and the
+pod runs ``/bin/sh -c 'READ; exec "$@"' nodus-item ARGV...``: the line reads
+``NODUS_ITEM`` from the file of its index, then executes the stage's own argv
+(:func:`item_argv`) untouched, never parsed by the shell. Only an argv nodus knows whole
+can be run so: an exec-form command that keeps the image's ENTRYPOINT (no ``entrypoint``
+key) cannot, and runs one Job per item. A function stage's pods run nodus's runtime
+instead (:mod:`.calls` sets their command): it reads its index itself.
 
 Why apart: the manifest is the contract with the cluster; it is tested without one.
 """
@@ -29,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodus_cli.structs import replace
 from nodus_cli.targets.base import Task
@@ -43,6 +47,9 @@ from nodus_cli.targets.docker.containers import (
 )
 from nodus_cli.targets.kubernetes.nodes import GPU_RESOURCE, GPU_TAINT
 
+if TYPE_CHECKING:
+    from nodus_cli.workload import Stage
+
 __all__ = [
     "CONTAINER",
     "INDEX_ANNOTATION",
@@ -50,6 +57,7 @@ __all__ = [
     "ITEMS_LIMIT",
     "QUEUE_LABEL",
     "indexed_manifest",
+    "item_argv",
     "items_config_map",
     "items_job_name",
     "items_size",
@@ -200,6 +208,19 @@ def job_manifest(
     }
 
 
+def item_argv(stage: Stage) -> list[str] | None:
+    """What each pod of the stage's Indexed Job executes once its item is read: the shell
+    form's ``/bin/sh -c TEXT``, an exec-form command with the ``entrypoint`` it names
+    (``entrypoint = []``: the command alone); None when nodus cannot know it whole (the
+    image's own ENTRYPOINT kept, or no command at all)."""
+    if stage.command is not None and stage.shell:
+        return list(stage.command)
+    if stage.entrypoint is None:
+        return None  # the image's ENTRYPOINT, which the pod's command would replace
+    argv = [*stage.entrypoint, *(stage.command or ())]
+    return argv or None
+
+
 def indexed_manifest(
     tasks: Sequence[Task],
     namespace: str,
@@ -209,10 +230,11 @@ def indexed_manifest(
     queue: str | None = None,
 ) -> dict[str, Any]:
     """The Indexed Job of every item of a fan-out stage (see the module): ``tasks`` its
-    items in order, ``parallel`` how many pods run at once at most. The stage's command
-    runs through the shell (``stage.shell``)."""
+    items in order, ``parallel`` how many pods run at once at most. A stage with a command
+    needs its :func:`item_argv`; a function stage's command is :mod:`.calls`'s to set."""
     first = tasks[0]
-    assert first.item is not None and first.stage.shell and first.stage.command
+    argv = item_argv(first.stage)
+    assert first.item is not None and (first.stage.function is not None or argv)
     doc = job_manifest(replace(first, item=None), namespace, model_labels, priority_class, queue)
     doc["metadata"]["name"] = items_job_name(first)
     spec = doc["spec"]
@@ -232,7 +254,9 @@ def indexed_manifest(
         },
         {"name": "NODUS_ITEM_COUNT", "value": str(len(tasks))},
     ]
-    container["command"] = ["/bin/sh", "-c", _READ_ITEM, "nodus-item", *first.stage.command]
+    if argv is None:  # a function's call: the runtime reads its own index
+        return doc
+    container["command"] = ["/bin/sh", "-c", _READ_ITEM, "nodus-item", *argv]
     container.pop("args", None)
     container["volumeMounts"].append({"name": "items", "mountPath": ITEMS_DIR, "readOnly": True})
     pod["volumes"].append({"name": "items", "configMap": {"name": doc["metadata"]["name"]}})

@@ -12,10 +12,10 @@ job id, a nodus process that dies leaves the Job running, and the next nodus com
 how it ended (:meth:`KubernetesTarget.settle`). Only ``nodus stop`` (or Ctrl-C on the
 supervising process) deletes it, with its pods.
 
-A fan-out stage whose command runs through the shell is one Indexed Job (:mod:`.indexed`:
-:meth:`KubernetesTarget.runs_items`), its items a ConfigMap; each item is followed, stopped,
-retried (as a Job of its own) and settled on its own. Any other fan-out stage (an exec-form
-command, items over a ConfigMap's 1 MiB) is one Job per item.
+A fan-out stage is one Indexed Job (:mod:`.indexed`: :meth:`KubernetesTarget.runs_items`),
+its items a ConfigMap (a map of a function: its calls a Secret); each item is followed,
+stopped, retried (as a Job of its own) and settled on its own. A stage that cannot be (an
+exec-form command that keeps the image's ENTRYPOINT, items over 1 MiB) is one Job per item.
 
 A Python function's task carries its call in a Secret and its outcome back through the
 pod's log (:mod:`.calls`).
@@ -74,14 +74,13 @@ from nodus_cli.targets.kubernetes import follow as following
 from nodus_cli.targets.kubernetes.api import Cluster, KubernetesFailure, connect
 from nodus_cli.targets.kubernetes.indexed import (
     IndexedRun,
+    indexed,
     items_words,
     newest_by_index,
     split_job_id,
 )
 from nodus_cli.targets.kubernetes.manifest import (
-    ITEMS_LIMIT,
     indexed_manifest,
-    items_size,
     job_manifest,
     job_name,
     label_value,
@@ -390,15 +389,8 @@ class KubernetesTarget(Target):
     # -- a fan-out stage as one Indexed Job (:mod:`.indexed`) ------------------------------
 
     def runs_items(self, stage: Stage) -> bool:
-        """A fan-out stage whose command runs through the shell, with items that fit in a
-        ConfigMap, is one Indexed Job (the shell reads each pod's item)."""
-        return (
-            stage.function is None
-            and stage.shell
-            and bool(stage.command)
-            and stage.map is not None
-            and items_size(stage.map.items) < ITEMS_LIMIT - 4096  # room for the metadata
-        )
+        """A fan-out stage is one Indexed Job where :func:`.indexed.indexed` says so."""
+        return indexed(stage, self.store.root)
 
     def run_items(
         self, tasks: Sequence[Task], contexts: Sequence[ItemContext], parallel: int
@@ -424,6 +416,7 @@ class KubernetesTarget(Target):
             tasks,
             contexts,
             manifest,
+            home=self.store.root,
             memory_said=memory_limit(memory),
             started=self._started,
             holders=lambda: self._holders(labels),

@@ -551,7 +551,71 @@ def test_a_fan_out_stage_is_one_indexed_job_each_item_followed_and_retried_on_it
     assert kube_emulator.jobs() == [] and _config_maps(kube_emulator) == []
 
 
-def test_a_fan_out_stage_of_an_exec_form_command_is_one_job_per_item(
+def test_an_exec_form_fan_out_with_an_entrypoint_is_one_indexed_job_its_argv_untouched(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    command = 'entrypoint = []\ncommand = ["python", "run.py", "$HOME", "a b", "it\'s"]\n'
+    proc = nodus.popen("run", _fan(nodus, ["a", "b"], command=command), "--target", "kubernetes")
+    pods = _pods_by_index(kube_emulator, 2)
+    [job] = kube_emulator.jobs()
+    assert job["spec"]["completionMode"] == "Indexed"
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    assert container["command"][3:] == ["nodus-item", "python", "run.py", "$HOME", "a b", "it's"]
+    assert "args" not in container
+    [items] = _config_maps(kube_emulator)
+    assert items["data"] == {"0": "a", "1": "b"}
+    for index, pod in pods.items():
+        kube_emulator.run_pod(pod, "gpu-a100")
+        kube_emulator.end_pod(pod, 0, log=f"item {index}\n")
+    rc, out = _finish(proc)
+    assert rc == 0, out
+    assert "item 0" in out and "item 1" in out
+    assert nodus.runs()[0]["status"] == "succeeded"
+
+
+def test_an_image_without_bin_sh_ends_every_item_of_an_exec_form_fan_out_saying_so(
+    nodus: Nodus, kube_emulator: KubeEmulator
+) -> None:
+    command = 'entrypoint = ["/app/score"]\ncommand = ["--fast"]\n'
+    path = _fan(nodus, ["a", "b", "c"], command=command, extra="parallel = 2\n")
+    proc = nodus.popen("run", path, "--target", "kubernetes")
+    pods = _pods_by_index(kube_emulator, 2)
+    said = (
+        "failed to create containerd task: failed to create shim task: OCI runtime create "
+        'failed: runc create failed: unable to start container process: exec: "/bin/sh": '
+        "stat /bin/sh: no such file or directory: unknown"
+    )
+    kube_emulator.patch_pod(
+        pods[0],
+        {
+            "spec": {"nodeName": "gpu-a100"},
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "task",
+                        "state": {
+                            "terminated": {"exitCode": 128, "reason": "StartError", "message": said}
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    rc, out = _finish(proc)
+    assert rc == 127, out
+    assert (
+        f"the image {IMAGE} has no /bin/sh, which nodus needs in each pod of the Indexed Job" in out
+    )
+    assert "use an image that has /bin/sh" in out
+    assert "0 of 3 items succeeded, 3 failed" in out
+    assert kube_emulator.jobs() == [] and _config_maps(kube_emulator) == []
+    [run] = nodus.runs()
+    assert run["status"] == "failed"
+
+
+def test_a_fan_out_stage_that_keeps_the_images_entrypoint_is_one_job_per_item(
     nodus: Nodus, kube_emulator: KubeEmulator
 ) -> None:
     path = _fan(nodus, ["a", "b"], command='command = ["python", "run.py"]\n')

@@ -30,12 +30,14 @@ from nodus_cli.targets.kubernetes.follow import (
 from nodus_cli.targets.kubernetes.indexed import (
     item_job_id,
     newest_by_index,
+    no_shell,
     pod_index,
     split_job_id,
 )
 from nodus_cli.targets.kubernetes.manifest import (
     ITEMS_DIR,
     indexed_manifest,
+    item_argv,
     items_config_map,
     items_job_name,
     items_size,
@@ -322,6 +324,104 @@ def test_each_pod_of_an_indexed_job_runs_the_command_with_its_own_item(tmp_path:
         check=False,
     )
     assert done.returncode == 126  # no item of that index: the command does not run
+
+
+def test_an_exec_form_command_runs_after_its_item_is_read_with_its_argv_untouched(
+    tmp_path: Path,
+) -> None:
+    argv = ["printf", "%s|", "$NODUS_ITEM", "a b", "it's", "$(id)", "*"]
+    doc = {"name": "fan", "image": "busybox", "entrypoint": [], "command": argv}
+    tasks = _items(doc, ["x y", "z"])
+    job = indexed_manifest(tasks, "ml", [], 2)
+    kubernetes_validate.validate(job, SCHEMA_VERSION, strict=True)
+    command = job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[:2] == ["/bin/sh", "-c"] and command[3:] == ["nodus-item", *argv]
+    for index, value in enumerate(["x y", "z"]):
+        (tmp_path / str(index)).write_text(value)
+    script = command[2].replace(ITEMS_DIR, str(tmp_path))
+    done = subprocess.run(
+        [*command[:2], script, *command[3:]],
+        capture_output=True,
+        text=True,
+        env={"NODUS_ITEM_INDEX": "0", "PATH": os.environ["PATH"]},
+        check=False,
+    )
+    # each argument as written, never expanded by the shell; the item in the environment
+    assert (done.returncode, done.stdout) == (0, "$NODUS_ITEM|a b|it's|$(id)|*|"), done.stderr
+    done = subprocess.run(
+        [*command[:2], script, "nodus-item", "sh", "-c", 'printf %s "$NODUS_ITEM"'],
+        capture_output=True,
+        text=True,
+        env={"NODUS_ITEM_INDEX": "0", "PATH": os.environ["PATH"]},
+        check=False,
+    )
+    assert done.stdout == "x y", done.stderr
+
+
+@pytest.mark.parametrize(
+    ("doc", "argv"),
+    [
+        ({"command": "echo $NODUS_ITEM"}, ["/bin/sh", "-c", "echo $NODUS_ITEM"]),
+        ({"command": ["score"], "entrypoint": []}, ["score"]),
+        ({"command": ["--fast"], "entrypoint": ["/app/score"]}, ["/app/score", "--fast"]),
+        ({"entrypoint": ["/app/score"]}, ["/app/score"]),
+        # the image's ENTRYPOINT, unknown to nodus, would be replaced: one Job per item
+        ({"command": ["score"]}, None),
+        ({}, None),
+    ],
+)
+def test_the_argv_an_indexed_jobs_pod_executes(doc: dict[str, Any], argv: list[str] | None) -> None:
+    assert item_argv(_task({"name": "f", "image": "busybox", **doc}).stage) == argv
+
+
+@pytest.mark.parametrize(
+    ("state", "found"),
+    [
+        # containerd
+        (
+            {
+                "terminated": {
+                    "exitCode": 128,
+                    "reason": "StartError",
+                    "message": 'failed to create containerd task: ... exec: "/bin/sh": stat '
+                    "/bin/sh: no such file or directory: unknown",
+                }
+            },
+            True,
+        ),
+        # Docker through cri-dockerd
+        (
+            {
+                "terminated": {
+                    "exitCode": 127,
+                    "reason": "ContainerCannotRun",
+                    "message": 'OCI runtime create failed: exec: "/bin/sh": executable file '
+                    "not found in $PATH: unknown",
+                }
+            },
+            True,
+        ),
+        (
+            {
+                "waiting": {
+                    "reason": "RunContainerError",
+                    "message": 'exec: "/bin/sh": stat /bin/sh: no such file or directory',
+                }
+            },
+            True,
+        ),
+        (
+            {"terminated": {"exitCode": 127, "reason": "Error", "message": "score: not found"}},
+            False,
+        ),
+        ({"running": {}}, False),
+    ],
+)
+def test_an_image_without_bin_sh_is_told_from_the_container_runtimes_words(
+    state: dict[str, Any], found: bool
+) -> None:
+    pod = {"status": {"containerStatuses": [{"name": "task", "state": state}]}}
+    assert (no_shell(pod) is not None) == found
 
 
 def test_an_item_job_id_names_its_job_and_index() -> None:
