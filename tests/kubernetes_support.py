@@ -4,6 +4,8 @@ Import them into a test module::
 
     from kubernetes_support import KubeEmulator, kube_emulator  # noqa: F401
 
+* ``KubeNodus``: the ``nodus`` command against the emulator, with its own NODUS_HOME,
+  kubeconfig and configuration (a test module subclasses it for what only it asks).
 * ``kube_emulator`` (module): starts ``tests/harness/kubernetes_emulator.py`` in its own
   process (kmock's ``KubernetesEmulator`` on 127.0.0.1: no scheduler, no kubelet), writes
   a kubeconfig for it, and at the end stops the process and checks it is gone. It changes
@@ -312,6 +314,68 @@ class KubeEmulator:
                 },
             },
         )
+
+
+#: The image the tests' workloads name (the emulator pulls nothing).
+IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
+
+
+class KubeNodus:
+    """``nodus`` with its own NODUS_HOME, a kubeconfig for ``emulator`` and the
+    configuration ``config`` (``env``: more variables, set by a test as it goes)."""
+
+    def __init__(self, emulator: KubeEmulator, tmp: Path, config: str) -> None:
+        self.emulator = emulator
+        self.tmp = tmp
+        self.config = tmp / "config.toml"
+        self.config.write_text(config)
+        self.env: dict[str, str] = {}
+
+    def environ(self) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("NODUS_", "KUBE"))}
+        return {
+            **base,
+            "KUBECONFIG": str(self.emulator.kubeconfig),
+            "NODUS_HOME": str(self.tmp / "home"),
+            "NODUS_CONFIG": str(self.config),
+            "NO_COLOR": "1",
+            **self.env,
+        }
+
+    def workload(self, name: str, command: str = "true", gpu: str = "H100", count: int = 1) -> Path:
+        path = self.tmp / f"{name}.toml"
+        path.write_text(
+            f'name = "{name}"\nimage = "{IMAGE}"\ncommand = "{command}"\n'
+            f'gpu = "{gpu}"\ngpu_count = {count}\n'
+        )
+        return path
+
+    def run(
+        self, *args: str | os.PathLike[str], timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "nodus_cli", *map(str, args)],
+            capture_output=True,
+            text=True,
+            env=self.environ(),
+            timeout=timeout,
+            check=False,
+        )
+
+    def popen(self, *args: str | os.PathLike[str]) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "nodus_cli", *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=self.environ(),
+            start_new_session=True,
+        )
+
+    def runs(self) -> list[dict[str, Any]]:
+        done = self.run("runs", "--json")
+        assert done.returncode == 0, done.stderr
+        return list(json.loads(done.stdout)["runs"])
 
 
 def _fail_or_skip(reason: str) -> None:

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,76 +25,29 @@ import pytest
 from kubernetes_support import (
     A100_LABELS,
     H100_LABELS,
+    IMAGE,
     L4_LABELS,
     NAMESPACE,
     KubeEmulator,
+    KubeNodus,
     kube_emulator,  # noqa: F401 - fixture
 )
 
 from nodus_cli import Client
 
-IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 #: The Kubernetes version whose OpenAPI schemas every Job nodus creates is checked against.
 SCHEMA_VERSION = "1.33.0"
 
 
-class Nodus:
-    """``nodus`` with its own NODUS_HOME, a kubeconfig and a [kubernetes] configuration."""
+class Nodus(KubeNodus):
+    """``nodus`` with a [kubernetes] configuration of prices."""
 
     def __init__(self, emulator: KubeEmulator, tmp: Path) -> None:
-        self.emulator = emulator
-        self.tmp = tmp
-        self.config = tmp / "config.toml"
-        self.config.write_text(
-            '[kubernetes]\nprice_per_hour = 2.0\nprices = { "p5.48xlarge" = 98.32 }\n'
+        super().__init__(
+            emulator,
+            tmp,
+            '[kubernetes]\nprice_per_hour = 2.0\nprices = { "p5.48xlarge" = 98.32 }\n',
         )
-        self.env: dict[str, str] = {}
-
-    def environ(self) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("NODUS_", "KUBE"))}
-        return {
-            **base,
-            "KUBECONFIG": str(self.emulator.kubeconfig),
-            "NODUS_HOME": str(self.tmp / "home"),
-            "NODUS_CONFIG": str(self.config),
-            "NO_COLOR": "1",
-            **self.env,
-        }
-
-    def workload(self, name: str, command: str, gpu: str = "H100", count: int = 1) -> Path:
-        path = self.tmp / f"{name}.toml"
-        path.write_text(
-            f'name = "{name}"\nimage = "{IMAGE}"\ncommand = "{command}"\n'
-            f'gpu = "{gpu}"\ngpu_count = {count}\n'
-        )
-        return path
-
-    def run(
-        self, *args: str | os.PathLike[str], timeout: float = 60
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "nodus_cli", *map(str, args)],
-            capture_output=True,
-            text=True,
-            env=self.environ(),
-            timeout=timeout,
-            check=False,
-        )
-
-    def popen(self, *args: str | os.PathLike[str]) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "nodus_cli", *map(str, args)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=self.environ(),
-            start_new_session=True,
-        )
-
-    def runs(self) -> list[dict[str, Any]]:
-        done = self.run("runs", "--json")
-        assert done.returncode == 0, done.stderr
-        return list(json.loads(done.stdout)["runs"])
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +19,10 @@ from catalog_support import write_catalog
 from kubernetes_support import (
     L4_LABELS,
     KubeEmulator,
+    KubeNodus,
     kube_emulator,  # noqa: F401 - fixture
 )
 
-IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 A100_40_LABELS = {
     "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB",
     "nvidia.com/gpu.memory": "40960",
@@ -36,55 +35,18 @@ CATALOG_ROWS = (
 HINT = "set [kubernetes] price_per_hour or [kubernetes] prices in config.toml"
 
 
-class Nodus:
-    """``nodus`` with its own NODUS_HOME, catalog, kubeconfig and configuration."""
+class Nodus(KubeNodus):
+    """``nodus`` with its own catalog (and an empty configuration the test writes)."""
 
     def __init__(self, emulator: KubeEmulator, tmp: Path) -> None:
-        self.emulator = emulator
-        self.tmp = tmp
-        self.config = tmp / "config.toml"
-        self.config.write_text("")
+        super().__init__(emulator, tmp, "")
         self.catalog = write_catalog(tmp, CATALOG_ROWS)
+        self.env.update({"NODUS_CATALOG": str(self.catalog), "COLUMNS": "200"})
 
-    def run(self, *args: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "nodus_cli", *map(str, args)],
-            capture_output=True,
-            text=True,
-            env=self.environ(),
-            timeout=60,
-            check=False,
-        )
-
-    def popen(self, *args: str | os.PathLike[str]) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "nodus_cli", *map(str, args)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=self.environ(),
-            start_new_session=True,
-        )
-
-    def environ(self) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("NODUS_", "KUBE"))}
-        return {
-            **base,
-            "KUBECONFIG": str(self.emulator.kubeconfig),
-            "NODUS_HOME": str(self.tmp / "home"),
-            "NODUS_CONFIG": str(self.config),
-            "NODUS_CATALOG": str(self.catalog),
-            "NO_COLOR": "1",
-            "COLUMNS": "200",
-        }
-
-    def workload(self, gpu: str, count: int) -> Path:
-        path = self.tmp / f"{gpu}.toml"
-        path.write_text(
-            f'name = "train"\nimage = "{IMAGE}"\ncommand = "python train.py"\n'
-            f'gpu = "{gpu}"\ngpu_count = {count}\n'
-        )
-        return path
+    def workload(
+        self, name: str, command: str = "python train.py", gpu: str = "H100", count: int = 1
+    ) -> Path:
+        return super().workload(name, command, gpu, count)
 
     def nodes(self) -> dict[str, dict[str, Any]]:
         done = self.run("nodes", "--target", "kubernetes", "--json")
@@ -146,7 +108,7 @@ def test_configured_prices_win_and_a_declared_0_is_a_price_without_the_hint(
     done = nodus.run("nodes", "--target", "kubernetes")
     assert done.returncode == 0, done.stderr
     assert "price not set" not in done.stdout
-    plan = nodus.run("plan", nodus.workload("L4", 1), "--target", "kubernetes")
+    plan = nodus.run("plan", nodus.workload("train", gpu="L4", count=1), "--target", "kubernetes")
     assert plan.returncode == 0, plan.stderr
     assert "price not set" not in plan.stdout
 
@@ -154,7 +116,9 @@ def test_configured_prices_win_and_a_declared_0_is_a_price_without_the_hint(
 def test_a_plan_ranks_by_the_catalog_price_and_says_where_prices_come_from(
     nodus: Nodus,
 ) -> None:
-    done = nodus.run("plan", nodus.workload("A100", 8), "--target", "kubernetes", "--json")
+    done = nodus.run(
+        "plan", nodus.workload("train", gpu="A100", count=8), "--target", "kubernetes", "--json"
+    )
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     [stage] = plan["stages"]
@@ -167,11 +131,13 @@ def test_a_plan_ranks_by_the_catalog_price_and_says_where_prices_come_from(
         f"unknown (recorded as $0.00): {HINT}"
     ]
     # The JSON price stays a number: 0.0 where none is set.
-    done = nodus.run("plan", nodus.workload("L4", 1), "--target", "kubernetes", "--json")
+    done = nodus.run(
+        "plan", nodus.workload("train", gpu="L4", count=1), "--target", "kubernetes", "--json"
+    )
     assert done.returncode == 0, done.stderr
     [stage] = json.loads(done.stdout)["stages"]
     assert stage["selected"]["price_per_hour"] == 0.0
-    text = nodus.run("plan", nodus.workload("L4", 1), "--target", "kubernetes")
+    text = nodus.run("plan", nodus.workload("train", gpu="L4", count=1), "--target", "kubernetes")
     assert "note: price not set for node gpu-l4" in text.stdout
 
 
@@ -188,7 +154,9 @@ def _finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
 def test_a_run_on_a_node_of_a_catalog_instance_type_costs_its_catalog_price(
     nodus: Nodus, kube_emulator: KubeEmulator
 ) -> None:
-    proc = nodus.popen("run", nodus.workload("A100", 8), "--target", "kubernetes")
+    proc = nodus.popen(
+        "run", nodus.workload("train", gpu="A100", count=8), "--target", "kubernetes"
+    )
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.run_pod(pod, "p4d-eu")  # the scheduler's choice: the eu-west-1 node
     time.sleep(2)
@@ -210,7 +178,7 @@ def test_a_run_on_a_node_of_a_catalog_instance_type_costs_its_catalog_price(
 def test_a_run_that_may_land_on_a_node_without_a_price_says_its_cost_is_unknown(
     nodus: Nodus, kube_emulator: KubeEmulator
 ) -> None:
-    proc = nodus.popen("run", nodus.workload("L4", 1), "--target", "kubernetes")
+    proc = nodus.popen("run", nodus.workload("train", gpu="L4", count=1), "--target", "kubernetes")
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.run_pod(pod, "gpu-l4")
     time.sleep(1.5)  # nodus sees it run on the node

@@ -24,8 +24,10 @@ import kubernetes_validate
 import pytest
 from kubernetes_support import (
     H100_LABELS,
+    IMAGE,
     NAMESPACE,
     KubeEmulator,
+    KubeNodus,
     kube_emulator,  # noqa: F401 - fixture
 )
 
@@ -34,7 +36,6 @@ from nodus_cli.targets.kubernetes import kueue
 from nodus_cli.targets.kubernetes.api import KubernetesFailure
 from nodus_cli.targets.kubernetes.kueue import kueue_pending, place_of, reading, workload_of
 
-IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 SCHEMA_VERSION = "1.33.0"
 KUEUE = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}"
 QUOTA = (
@@ -246,53 +247,14 @@ def test_no_wait_ends_a_job_kueue_cannot_admit_now() -> None:
 # -- against the emulator -------------------------------------------------------------------
 
 
-class Nodus:
-    """``nodus`` with its own NODUS_HOME, a kubeconfig and ``[kubernetes] queue``."""
+class Nodus(KubeNodus):
+    """``nodus`` with ``[kubernetes] queue``."""
 
     def __init__(self, emulator: KubeEmulator, tmp: Path) -> None:
-        self.emulator = emulator
-        self.tmp = tmp
-        self.config = tmp / "config.toml"
-        self.config.write_text('[kubernetes]\nqueue = "gpu"\nprice_per_hour = 2.0\n')
+        super().__init__(emulator, tmp, '[kubernetes]\nqueue = "gpu"\nprice_per_hour = 2.0\n')
 
-    def environ(self) -> dict[str, str]:
-        base = {k: v for k, v in os.environ.items() if not k.startswith(("NODUS_", "KUBE"))}
-        return {
-            **base,
-            "KUBECONFIG": str(self.emulator.kubeconfig),
-            "NODUS_HOME": str(self.tmp / "home"),
-            "NODUS_CONFIG": str(self.config),
-            "NO_COLOR": "1",
-        }
-
-    def workload(self, name: str) -> Path:
-        path = self.tmp / f"{name}.toml"
-        path.write_text(
-            f'name = "{name}"\nimage = "{IMAGE}"\ncommand = "true"\ngpu = "H100"\ngpu_count = 2\n'
-        )
-        return path
-
-    def popen(self, *args: str | os.PathLike[str]) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "nodus_cli", *map(str, args)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=self.environ(),
-            start_new_session=True,
-        )
-
-    def runs(self) -> list[dict[str, Any]]:
-        done = subprocess.run(
-            [sys.executable, "-m", "nodus_cli", "runs", "--json"],
-            capture_output=True,
-            text=True,
-            env=self.environ(),
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return list(json.loads(done.stdout)["runs"])
+    def workload(self, name: str, command: str = "true", gpu: str = "H100", count: int = 2) -> Path:
+        return super().workload(name, command, gpu, count)
 
     def said(self, wanted: str, timeout: float = 30) -> str:
         """The stage's words once they contain ``wanted``."""
