@@ -3,7 +3,9 @@
 Contract: :func:`slurm` runs one command (``sinfo``, ``sbatch``, ``squeue``, ``sacct``,
 ``scontrol``, ``scancel``) with this process's environment (``SLURM_CONF`` included)
 and returns its stdout; a command missing from ``PATH``, or finding no cluster's
-configuration, is :class:`~nodus_cli.errors.NotRunnable` naming it and the fix, a
+configuration (``SLURM_CONF`` naming a file that is not there included: Slurm itself
+would retry it for a minute before failing), is :class:`~nodus_cli.errors.NotRunnable`
+naming it and the fix, a
 controller that does not answer is :class:`SlurmDown`, any other refusal
 :class:`SlurmRefused` with Slurm's own words.
 
@@ -62,6 +64,14 @@ def slurm(
     *args: str, env: Mapping[str, str] | None = None, timeout: float = COMMAND_SECONDS
 ) -> str:
     """Run a Slurm command; its stdout (failures as this module's docstring says)."""
+    conf = (env if env is not None else os.environ).get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):
+        raise NotRunnable(
+            f"SLURM_CONF names {conf}, which is not a file here: Slurm's commands cannot "
+            "find the cluster's configuration",
+            hint="set SLURM_CONF to the cluster's slurm.conf, or unset it to use the one "
+            "Slurm was installed with",
+        )
     try:
         done = subprocess.run(
             list(args),
