@@ -215,8 +215,9 @@ class Emulator:
 class Reader:
     """A process's standard output, each line with the moment it was read."""
 
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
+    def __init__(self, proc: subprocess.Popen[str], name: str) -> None:
         self.proc = proc
+        self.name = name
         self.lines: list[tuple[float, str]] = []
         self.done = False
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -233,21 +234,18 @@ class Reader:
         deadline = time.monotonic() + timeout
         while not any(words in line for _, line in self.lines):
             if time.monotonic() > deadline or (self.proc.poll() is not None and self.done):
-                name = " ".join(map(str, self.proc.args))
-                sys.exit(f"{name} did not say {words!r}; it printed:\n{self.text()}")
+                sys.exit(f"{self.name} did not say {words!r}; it printed:\n{self.text()}")
             time.sleep(0.05)
 
     def text(self) -> str:
         return "".join(line for _, line in self.lines)
 
-    def delays(self, written: dict[int, float], what: str) -> list[float]:
+    def delays(self, written: dict[int, float]) -> list[float]:
         """Each line's delay from its write; every line once, in order, or stop."""
         seen = [(at, int(m.group(1))) for at, line in self.lines if (m := SEQ.search(line))]
         if [seq for _, seq in seen] != list(range(len(written))):
-            got = len(seen)
-            sys.exit(
-                f"{what}: {got} lines of {len(written)}, not each once in order:\n{self.text()}"
-            )
+            said = f"{len(seen)} lines of {len(written)}, not each once in order"
+            sys.exit(f"{self.name}: {said}:\n{self.text()}")
         return [at - written[seq] for at, seq in seen]
 
 
@@ -295,7 +293,7 @@ def _round(
     )
     follower: subprocess.Popen[str] | None = None
     try:
-        run_out = Reader(run)
+        run_out = Reader(run, "nodus run")
         pod = emulator.new_pod(seen)
         # nodus has looked at the pod and recorded that it waits: a line for logs -f
         run_out.wait_for("the scheduler has not placed it yet")
@@ -310,7 +308,7 @@ def _round(
             text=True,
             env=env,
         )
-        logs_out = Reader(follower)
+        logs_out = Reader(follower, f"nodus logs -f {run_id}")
         logs_out.wait_for("the scheduler has not placed it yet")  # it follows the run now
         emulator.run_pod(pod)
         old = OldWay(emulator, pod)
@@ -341,8 +339,8 @@ def _round(
             sys.exit(f"nodus run failed (exit {code}):\n{run_out.text()}")
         size = len("".join(parts))
         served = emulator.served_bytes(pod) - old.bytes
-        by_run = run_out.delays(written, "nodus run")
-        by_logs = logs_out.delays(written, f"nodus logs -f {run_id}")
+        by_run = run_out.delays(written)
+        by_logs = logs_out.delays(written)
         steady = int(args.rate)  # the lines after the first second (the stream is open)
     finally:
         for proc in (run, follower):
