@@ -270,7 +270,7 @@ class OldWay(threading.Thread):
     def stop(self) -> None:
         self.done.set()
         self.join()
-        # and once more at the end, as the old way did once the pod had ended
+        # and once more at the end (the log is whole now), as the old way did
         path = f"/api/v1/namespaces/{NAMESPACE}/pods/{self.pod}/log"
         self.bytes += len(self.emulator.raw("GET", path))
 
@@ -356,10 +356,10 @@ def _round(
         "old_ratio": old.bytes / served,
         "run_median": statistics.median(by_run),
         "run_worst": max(by_run),
-        "run_later": max(by_run[steady:]),
+        "run_later": max(by_run[steady:], default=0.0),
         "logs_median": statistics.median(by_logs),
         "logs_worst": max(by_logs),
-        "logs_later": max(by_logs[steady:]),
+        "logs_later": max(by_logs[steady:], default=0.0),
     }
 
 
@@ -369,6 +369,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="lines a second")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if args.seconds * args.rate < 1 or args.rounds < 1:
+        sys.exit("--seconds and --rate make at least one line, and --rounds is at least 1")
     if args.seconds * args.rate * LINE_BYTES > MAX_LOG:
         sys.exit(
             f"a log of {args.seconds:g} s at {args.rate:g} lines/s is over {MAX_LOG:,} bytes: "
