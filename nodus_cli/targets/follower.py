@@ -138,6 +138,12 @@ class LogFollower:
         self.lines.flush()
 
 
+def frame_stamp(frame: bytes) -> int | None:
+    """A frame's timestamp (``b"2024-05-01T10:00:00.123456789Z text"``) in nanoseconds since
+    the epoch; None when it carries none."""
+    return _nanoseconds(frame.partition(b" ")[0])
+
+
 def _nanoseconds(stamp: bytes) -> int | None:
     """``2024-05-01T10:00:00.123456789Z`` (RFC 3339, UTC) in nanoseconds since the epoch."""
     text = stamp.decode("ascii", "replace")

@@ -23,12 +23,14 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from nodus_cli.config import KubernetesConfig
 from nodus_cli.errors import NotRunnable
+from nodus_cli.targets.follower import frame_stamp
 
 try:  # an optional extra: the target says how to install it when it is missing
     import kubernetes.client as k8s
@@ -71,9 +73,14 @@ VISIBILITY_VERSIONS = ("v1beta2", "v1beta1", "v1alpha1")
 #: Seconds a followed log may stay quiet before its stream is given up (the client takes
 #: no "never"): the rest of it is read once the pod has ended, nothing is lost.
 FOLLOW_QUIET_SECONDS = 3600.0
-#: Seconds more of a log asked from a time than the clocks say (the API server's and
-#: nodus's need not agree): what comes twice is dropped, what is asked too late is lost.
+#: Seconds more of a log asked from a time than the clocks say, when nodus knows nothing of
+#: the clock of the node that stamps it: what comes twice is dropped, what is asked too late
+#: is lost.
 LOG_SKEW_SECONDS = 60
+#: Seconds more of a log asked from a time when the node's clock is known from the lines
+#: its stream brought (a line's stamp against when it came: that reading lags the node's
+#: clock only by how long the line took to arrive).
+LOG_MARGIN_SECONDS = 2
 _IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -229,8 +236,10 @@ class LogLines:
     """A pod's log answer as frames, one a line (see :meth:`Cluster.log_frames`);
     :meth:`close` cuts it from any thread."""
 
-    def __init__(self, answer: Any) -> None:
+    def __init__(self, answer: Any, seen: Callable[[int], None] | None = None) -> None:
         self.answer = answer
+        #: Told the stamp (nanoseconds) of each line as it comes.
+        self.seen = seen
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         if self.answer is None:
@@ -239,6 +248,8 @@ class LogLines:
         for chunk in self.answer.stream(65536):
             *lines, rest = (rest + chunk).split(b"\n")
             for line in lines:
+                if self.seen is not None and (stamp := frame_stamp(line)) is not None:
+                    self.seen(stamp)
                 yield 1, line + b"\n"
         if rest:
             yield 1, rest
@@ -263,6 +274,9 @@ class Cluster:
         client.configuration.safe_chars_for_path_param = "/"
         #: The version of each API group with versions to choose from that answered.
         self._versions: dict[str, str] = {}
+        #: By pod: how far, at least, the clock of the node that stamps its log is ahead of
+        #: this machine's (seconds), from the lines its followed log brought.
+        self._ahead: dict[str, float] = {}
 
     def _call(self, doing: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         """One call, its answer's JSON document (``_preload_content=False``: no models)."""
@@ -485,14 +499,19 @@ class Cluster:
         ``timestamps``; a pod's log is one stream), live to the container's end when
         ``follow``, from ``since`` (UNIX seconds) when given. The API server counts whole
         seconds back from its own clock (``sinceSeconds``; the client has no ``sinceTime``),
-        so the log asked starts up to :data:`LOG_SKEW_SECONDS` earlier: the follower drops
-        what is older than ``since``. Empty while the container has not started or once
-        the pod is gone."""
+        and the node's kubelet stamps the lines and counts ``sinceSeconds`` back on its own
+        clock: the lines a followed log brought tell how far that clock is ahead of this
+        machine's (at least), and the log asked from ``since`` starts
+        :data:`LOG_MARGIN_SECONDS` earlier than that clock says (:data:`LOG_SKEW_SECONDS`
+        when no line came to tell it); the follower drops what is older than ``since``.
+        Empty while the container has not started or once the pod is gone."""
         wait = (TIMEOUT[0], FOLLOW_QUIET_SECONDS) if follow else TIMEOUT
         ask: dict[str, Any] = {"follow": follow, "timestamps": True}
         if since is not None:
-            back = time.time() - float(since)
-            ask["since_seconds"] = max(1, math.ceil(back)) + LOG_SKEW_SECONDS
+            ahead = self._ahead.get(pod) if follow else self._ahead.pop(pod, None)
+            margin = LOG_SKEW_SECONDS if ahead is None else LOG_MARGIN_SECONDS
+            back = time.time() + (ahead or 0.0) - float(since)
+            ask["since_seconds"] = max(1, math.ceil(back) + margin)
         answer: Any
         try:
             answer = self.core.read_namespaced_pod_log(
@@ -510,7 +529,13 @@ class Cluster:
             ) from None
         except (TransportError, OSError) as exc:
             raise failure(None, str(exc), "read a log", self.namespace, self.server) from None
-        return LogLines(answer)
+        return LogLines(answer, partial(self._saw, pod) if follow else None)
+
+    def _saw(self, pod: str, stamp: int) -> None:
+        """A line of ``pod``'s log stamped ``stamp`` (nanoseconds) came now."""
+        ahead = stamp / 1e9 - time.time()
+        if ahead > self._ahead.get(pod, -math.inf):
+            self._ahead[pod] = ahead
 
     def close(self) -> None:
         self.client.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,16 @@ from nodus_cli import config
 from nodus_cli.errors import NodusError
 from nodus_cli.hardware import gpus
 from nodus_cli.targets.base import Item, Pending, PendingKind, Started, Task, TaskEnd, TaskState
+from nodus_cli.targets.follower import LogFollower
 from nodus_cli.targets.kubernetes import follow as following
-from nodus_cli.targets.kubernetes.api import KubernetesFailure, LogLines, failure
+from nodus_cli.targets.kubernetes.api import (
+    LOG_MARGIN_SECONDS,
+    LOG_SKEW_SECONDS,
+    Cluster,
+    KubernetesFailure,
+    LogLines,
+    failure,
+)
 from nodus_cli.targets.kubernetes.follow import (
     Following,
     follow,
@@ -712,3 +721,41 @@ def test_a_log_answer_is_one_frame_a_line_however_its_chunks_were_cut() -> None:
     lines.close()
     assert answer.closed
     assert list(LogLines(None)) == []  # a container not started yet: no log
+
+
+class _LogApi:
+    """The pod-log call of CoreV1Api: answers ``frames`` and keeps what each call asked."""
+
+    def __init__(self, frames: list[bytes]) -> None:
+        self.frames = frames
+        self.asked: list[dict[str, Any]] = []
+
+    def read_namespaced_pod_log(self, pod: str, namespace: str, **ask: Any) -> _Answer:
+        self.asked.append(ask)
+        return _Answer(list(self.frames))
+
+
+def _stamp(at: float) -> bytes:
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at))
+    return f"{whole}.{int(at % 1 * 1e9):09d}Z".encode()
+
+
+@pytest.mark.parametrize("skew", [0.0, 40.0, -40.0])
+def test_the_final_read_asks_only_seconds_more_than_the_nodes_clock_says(skew: float) -> None:
+    # The node's kubelet stamps the lines and counts sinceSeconds on its own clock, `skew`
+    # seconds off this machine's; the followed stream's lines tell it.
+    cluster = object.__new__(Cluster)
+    cluster.namespace, cluster._ahead = "ml", {}
+    newest = time.time() + skew
+    cluster.core = _LogApi([_stamp(newest - 0.5) + b" a\n", _stamp(newest) + b" b\n"])
+    assert len(list(cluster.log_frames("p", follow=True))) == 2
+    since = newest - LogFollower.OVERLAP
+    list(cluster.log_frames("p", follow=False, since=f"{since:.9f}"))
+    asked = cluster.core.asked[-1]["since_seconds"]
+    # From 2 s before the newest line, on the node's clock, and a little more: never the
+    # whole last minute, and never less than those 2 s.
+    assert LogFollower.OVERLAP + LOG_MARGIN_SECONDS <= asked <= LogFollower.OVERLAP + 5
+    # Without a followed line to tell the node's clock, the wide margin.
+    cluster.core.frames = []
+    list(cluster.log_frames("q", follow=False, since=f"{time.time() - 2:.9f}"))
+    assert cluster.core.asked[-1]["since_seconds"] >= LOG_SKEW_SECONDS
