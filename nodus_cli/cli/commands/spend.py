@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from nodus_cli.api import Client
 from nodus_cli.cli.output import Writer, emit_json, stderr_line
-from nodus_cli.text import clipped, cost_text, money, safe
+from nodus_cli.text import clipped, cost_text, money, safe, unpriced_runs_text
 
 if TYPE_CHECKING:
     from nodus_cli.api import GroupSpend, PeriodSpend, Report
@@ -66,20 +66,14 @@ def _group_rows(groups: list[GroupSpend], limit: float | None) -> list[list[str]
 
 
 def _unknown(found: Report) -> str | None:
-    """The line that says how many runs this month (and today) have a cost nothing
-    counts, with how to set the price of each target they ran on; None when none."""
-    month, day = found.month.unknown_runs, found.day.unknown_runs
-    if not month:
+    """The line on the runs this month whose cost is unknown; None when none."""
+    if not found.month.unknown_runs:
         return None
-    today = f" ({day} today)" if day else ""
-    keys = "; ".join(
-        f"[{t}] price_per_hour or [{t}] prices"
-        for t in (_clip(g.name) for g in found.targets if g.unknown_runs)
-    )
-    return (
-        f"{month} run{'s' if month != 1 else ''} this month{today} ran on nodes whose price "
-        f"is not set: their cost is not counted, nor held to a limit or budget (set {keys} "
-        f"in {safe(str(found.config))})"
+    return unpriced_runs_text(
+        found.month.unknown_runs,
+        found.day.unknown_runs,
+        [_clip(g.name) for g in found.targets if g.unknown_runs],
+        safe(str(found.config)),
     )
 
 
