@@ -11,6 +11,7 @@ Widths are what the eye sees, not what Python counts: colour codes take no colum
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 __all__ = [
     "ANSI",
@@ -29,6 +30,7 @@ __all__ = [
     "plural",
     "safe",
     "take",
+    "unpriced_runs_text",
     "wrap",
 ]
 
@@ -208,6 +210,18 @@ def cost_text(value: float, known: bool = True) -> str:
     if known:
         return money(value)
     return f"{money(value)} + unknown" if value > 0 else "unknown"
+
+
+def unpriced_runs_text(month: int, today: int, targets: Sequence[str], config: str) -> str:
+    """What the spend says of the runs this month (``today`` of them today) whose cost is
+    unknown, on the ``targets`` whose nodes' price is not set, and how to set it (in the
+    configuration file ``config``): ``nodus spend`` and the dashboard's spend page."""
+    when = f" ({today} today)" if today else ""
+    keys = "; ".join(f"[{t}] price_per_hour or [{t}] prices" for t in targets)
+    return (
+        f"{plural(month, 'run')} this month{when} ran on nodes whose price is not set: their "
+        f"cost is not counted, nor held to a limit or budget (set {keys} in {config})"
+    )
 
 
 def gpu_text(gpu: str | None, count: int, memory_gb: float) -> str:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from nodus_cli.catalog import Offer
 from nodus_cli.records import RunStatus, RunStore
+from nodus_cli.records.model import PRICE_KNOWN
+from nodus_cli.structs import replace
 from nodus_cli.workload import Workload, load_text
 
 TWO_STAGES = """
@@ -50,6 +52,15 @@ def make_offer(gpu: str | None = "H100", count: int = 8, machine: str = "box") -
         arch="x86_64",
         price_per_hour=2.0,
     )
+
+
+def priced_stage(store: RunStore, run_id: str, known: bool, idx: int = 0) -> None:
+    """Record that stage ``idx`` of a run ran on a node whose price was set (``known``) or
+    not, as a cluster target records it (``configuration.price_known``)."""
+    stage = store.get(run_id).stages[idx]
+    source = "[kubernetes] price_per_hour" if known else "not set"
+    config = {**(stage.config or {}), "price_source": source, PRICE_KNOWN: known}
+    store.save_stage(run_id, idx, replace(stage, config=config))
 
 
 def long_history(home: Path, count: int) -> list[str]:

@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 
 from nodus_cli.dashboard.data import STATUSES
 from nodus_cli.dashboard.html import bars, esc, lines, notice, page, table
-from nodus_cli.text import money
+from nodus_cli.text import cost_text, money, unpriced_runs_text
 
 __all__ = [
     "error_page",
@@ -117,7 +117,7 @@ def runs_page(doc: dict[str, Any], error: tuple[str, str | None] | None = None) 
             _status(r["status"]),
             esc("" if r["exit_code"] is None else r["exit_code"]),
             esc(r["started_at"][:19].replace("T", " ")),
-            esc(money(r["cost"])),
+            esc(cost_text(r["cost"], r["cost_known"])),
             esc(" ".join(f"{s['name']}:{s['status']}" for s in r["stages"])),
         ]
         for r in doc["runs"]
@@ -153,7 +153,7 @@ def run_page(doc: dict[str, Any], gpu: dict[str, Any] | None = None) -> str:
                 esc(doc["target"]),
                 _status(doc["status"]),
                 esc("" if doc["exit_code"] is None else doc["exit_code"]),
-                esc(money(doc["cost"])),
+                esc(cost_text(doc["cost"], doc["cost_known"])),
                 esc(doc["started_at"]),
                 esc(doc["ended_at"] or "-"),
             ]
@@ -177,7 +177,7 @@ def run_page(doc: dict[str, Any], gpu: dict[str, Any] | None = None) -> str:
             _status(s["status"]),
             esc("" if s["exit_code"] is None else s["exit_code"]),
             esc("-" if s["runtime_seconds"] is None else f"{s['runtime_seconds']:.1f}s"),
-            esc(money(s["cost"])),
+            esc(cost_text(s["cost"], s["cost_known"])),
             esc(", ".join(s.get("gpus") or []) or "-"),
             esc(" ".join(f"{k}: {v}" for k, v in (s.get("items") or {}).items()) or "-"),
             esc(s.get("message") or ""),
@@ -268,15 +268,26 @@ def stopped_page(doc: dict[str, Any]) -> str:
 def spend_page(doc: dict[str, Any]) -> str:
     day, month = doc["day"], doc["month"]
     rows = [
-        [esc(name), esc(money(p["spent"])), esc("-" if p["limit"] is None else money(p["limit"]))]
+        [
+            esc(name),
+            esc(cost_text(p["spent"], known=not p["unknown_runs"])),
+            esc("-" if p["limit"] is None else money(p["limit"])),
+        ]
         for name, p in (("today", day), ("this month", month))
     ]
     points = [(d["day"][5:], d["cost"]) for d in doc["days"]]
     body = table(["period (UTC)", "spent", "limit"], rows, "spend")
+    if month["unknown_runs"]:
+        unpriced = [t["target"] for t in doc["targets"] if t["unknown_runs"]]
+        note = unpriced_runs_text(
+            month["unknown_runs"], day["unknown_runs"], unpriced, doc["config"]
+        )
+        body += notice(note, kind="info")
     body += "<h2>Cost per day, the last 30 days (USD)</h2>"
     body += bars(points, " USD", label_every=5)
     groups = [
-        [esc(g["workload"]), esc(money(g["spent"])), esc(g["runs"])] for g in doc["workloads"]
+        [esc(g["workload"]), esc(cost_text(g["spent"], not g["unknown_runs"])), esc(g["runs"])]
+        for g in doc["workloads"]
     ]
     if groups:
         body += "<h2>This month per workload</h2>"

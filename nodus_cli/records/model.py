@@ -130,6 +130,7 @@ class StageRecord:
             "ended_at": self.ended_at,
             "runtime_seconds": self.runtime_seconds,
             "cost": round(self.cost, 6),
+            "cost_known": self.cost_known,
             "configuration": self.config,
             "gpus": self.gpu_uuids,
             "node": self.node,
@@ -175,6 +176,11 @@ class RunRecord:
     stop_requested: bool = False
     stages: list[StageRecord] = field(default_factory=list)
 
+    @property
+    def cost_known(self) -> bool:
+        """False when a stage ran on a node whose price was not set: ``cost`` leaves it out."""
+        return all(s.cost_known for s in self.stages)
+
     def as_json(self, tasks: bool = False) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -185,6 +191,7 @@ class RunRecord:
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "cost": round(self.cost, 6),
+            "cost_known": self.cost_known,
             "fingerprint": self.fingerprint,
             "price_per_hour": self.price_per_hour,
             "budget": self.budget,

@@ -17,7 +17,14 @@ import sqlite3
 from typing import Any
 
 from nodus_cli.errors import UsageError
-from nodus_cli.records.model import ACTIVE_RUN, RunRecord, RunStatus, StageRecord, TaskRecord
+from nodus_cli.records.model import (
+    ACTIVE_RUN,
+    PRICE_KNOWN,
+    RunRecord,
+    RunStatus,
+    StageRecord,
+    TaskRecord,
+)
 from nodus_cli.records.rows import RUNS, STAGES, TASKS
 from nodus_cli.structs import struct
 
@@ -52,6 +59,9 @@ class SpendRow:
     #: Its place in the order runs were recorded in (SQLite serializes the inserts):
     #: ``started_at`` has whole seconds, and ids of one second sort by their random part.
     recorded: int = 0
+    #: False when a stage ran on a node whose price was not set
+    #: (:attr:`~nodus_cli.records.model.StageRecord.cost_known`): ``cost`` leaves it out.
+    cost_known: bool = True
 
 
 def stop_requested(db: sqlite3.Connection, run_id: str) -> bool:
@@ -205,8 +215,10 @@ def spending(db: sqlite3.Connection, since: str) -> list[SpendRow]:
     """Every run started at or after ``since`` (ISO 8601), with its cost so far."""
     rows = db.execute(
         "SELECT id, workload, target, status, started_at, cost, budget, price_per_hour, "
-        "rowid FROM runs WHERE started_at >= ? ORDER BY started_at, id",
-        (since,),
+        "rowid, NOT EXISTS (SELECT 1 FROM stages s WHERE s.run_id = runs.id AND "
+        "json_extract(CASE WHEN json_valid(s.config_json) THEN s.config_json END, ?) = 0) "
+        "FROM runs WHERE started_at >= ? ORDER BY started_at, id",
+        (f"$.{PRICE_KNOWN}", since),
     ).fetchall()
     return [
         SpendRow(
@@ -219,6 +231,7 @@ def spending(db: sqlite3.Connection, since: str) -> list[SpendRow]:
             r[6],
             float(r[7] or 0),
             int(r[8]),
+            bool(r[9]),
         )
         for r in rows
     ]

@@ -3,6 +3,12 @@
 Periods are the UTC calendar day and month (:mod:`nodus_cli.run.limits`): a run counts in
 the period it started in, with its recorded cost; a run still running counts with the
 cost it has recorded so far. Per workload and per target, the report covers this month.
+
+A run with a stage on a node whose price was not set (a cluster node nothing prices) has
+an unknown cost: its record holds 0 for that part, so the figures leave it out, and each
+period and group counts such runs apart (``unknown_runs``) so that what shows the spend
+can say so rather than pass them off as free. Nothing holds them to a limit or a budget:
+at a price of 0 nothing accrues (:mod:`nodus_cli.run.budget`, :mod:`nodus_cli.run.limits`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ class PeriodSpend:
     running: int = 0
     #: What the budgets of runs still pending or running may yet spend.
     reserved: float = 0.0
+    #: Runs with a stage on a node whose price was not set: ``spent`` leaves that out.
+    unknown_runs: int = 0
 
     @property
     def left(self) -> float | None:
@@ -60,6 +68,7 @@ class PeriodSpend:
             "runs": self.runs,
             "running": self.running,
             "reserved": _cents(self.reserved),
+            "unknown_runs": self.unknown_runs,
         }
 
 
@@ -71,6 +80,8 @@ class GroupSpend:
     spent: float = 0.0
     runs: int = 0
     running: int = 0
+    #: Runs with a stage on a node whose price was not set: ``spent`` leaves that out.
+    unknown_runs: int = 0
 
     def percent_of(self, limit: float | None) -> float | None:
         return None if limit is None else round(self.spent / limit * 100, 1)
@@ -99,6 +110,7 @@ class Report:
                 "runs": g.runs,
                 "running": g.running,
                 "percent_of_monthly_limit": g.percent_of(monthly),
+                "unknown_runs": g.unknown_runs,
             }
 
         return {
@@ -119,6 +131,7 @@ class Report:
                     "started_at": r.started_at,
                     "cost": _cents(r.cost),
                     "budget": r.budget,
+                    "cost_known": r.cost_known,
                 }
                 for r in self.active
             ],
@@ -129,6 +142,7 @@ def _add(spend: PeriodSpend, row: SpendRow) -> None:
     spend.spent += row.cost
     spend.runs += 1
     spend.running += row.status == RunStatus.RUNNING
+    spend.unknown_runs += not row.cost_known
     if row.status.active and row.budget is not None and row.price_per_hour > 0:
         spend.reserved += max(0.0, row.budget - row.cost)
 
@@ -141,6 +155,7 @@ def _groups(rows: Sequence[SpendRow], key: str) -> list[GroupSpend]:
         g.spent += row.cost
         g.runs += 1
         g.running += row.status == RunStatus.RUNNING
+        g.unknown_runs += not row.cost_known
     return sorted(found.values(), key=lambda g: (-g.spent, g.name))
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from records_support import make_workload
+from records_support import make_workload, priced_stage
 from starlette.testclient import TestClient
 
 from nodus_cli.api import MAX_GPU_SAMPLES, Client, GpuSample
@@ -314,6 +314,44 @@ def test_spend_over_time(web: TestClient) -> None:
     assert len(doc["days"]) == 30
     assert doc["days"][-1]["cost"] == pytest.approx(1.5)
     assert "<svg" in web.get("/spend").text
+
+
+def test_a_cost_on_a_node_whose_price_is_not_set_is_unknown_on_the_pages_and_in_the_api(
+    web: TestClient, home: Path
+) -> None:
+    store = RunStore.open(home)
+    try:
+        record = store.create_run(make_workload(), "kubernetes", 0.0, None)
+        store.finish_run(record.id, RunStatus.SUCCEEDED, 0, 1.2)
+        priced_stage(store, record.id, known=True, idx=0)
+        priced_stage(store, record.id, known=False, idx=1)
+    finally:
+        store.close()
+    signed_in(web)
+    listed = web.get("/api/runs").json()["runs"]
+    assert [r["cost_known"] for r in listed] == [False, True, True, True]
+    assert [s["cost_known"] for s in listed[0]["stages"]] == [True, False]
+    assert web.get(f"/api/runs/{record.id}").json()["cost_known"] is False
+    runs_page = web.get("/runs").text
+    assert runs_page.count("+ unknown") == 1 and "<td>$1.20 + unknown</td>" in runs_page
+    run_page = web.get(f"/runs/{record.id}").text
+    assert "<td>$1.20 + unknown</td>" in run_page  # the run's cost
+    assert "<td>unknown</td>" in run_page  # the stage on the node without a price
+    spend = web.get("/api/spend").json()
+    assert (spend["month"]["unknown_runs"], spend["day"]["unknown_runs"]) == (1, 1)
+    page = web.get("/spend").text
+    assert (
+        "1 run this month (1 today) ran on nodes whose price is not set: their cost is not "
+        "counted, nor held to a limit or budget (set [kubernetes] price_per_hour or "
+        "[kubernetes] prices in"
+    ) in page
+    assert "$2.70 + unknown" in page  # today's spend: 0.5 + 1.0 + 1.2, and what is unknown
+
+
+def test_spend_says_nothing_unknown_when_every_price_is_set(web: TestClient) -> None:
+    signed_in(web)
+    assert "unknown" not in web.get("/spend").text
+    assert "unknown" not in web.get("/runs").text
 
 
 def test_nodus_dashboard_names_a_port_in_use() -> None:

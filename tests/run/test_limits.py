@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from records_support import priced_stage
 
 from nodus_cli.catalog import Offer
 from nodus_cli.errors import OverBudget
@@ -525,6 +526,7 @@ def test_the_report_per_period_workload_and_target(
         "runs": 2,
         "running": 1,
         "reserved": 2.5,
+        "unknown_runs": 0,
     }
     assert doc["month"]["spent"] == 24.0 and doc["month"]["percent"] == 24.0
     assert doc["month"]["runs"] == 3 and doc["month"]["left"] == 76.0
@@ -536,6 +538,7 @@ def test_the_report_per_period_workload_and_target(
             "runs": 2,
             "running": 0,
             "percent_of_monthly_limit": 22.5,
+            "unknown_runs": 0,
         },
         {
             "workload": "eval",
@@ -543,6 +546,7 @@ def test_the_report_per_period_workload_and_target(
             "runs": 1,
             "running": 1,
             "percent_of_monthly_limit": 1.5,
+            "unknown_runs": 0,
         },
     ]
     assert [(t["target"], t["spent"], t["runs"]) for t in doc["targets"]] == [
@@ -552,6 +556,37 @@ def test_the_report_per_period_workload_and_target(
     assert [(r["id"], r["status"], r["cost"], r["budget"]) for r in doc["active"]] == [
         (running, "running", 1.5, 4.0)
     ]
+
+
+def test_the_report_counts_the_runs_whose_cost_is_unknown_apart(
+    store: RunStore, conf: Path, fixed_now: datetime
+) -> None:
+    """A run with a stage on a node whose price was not set counts in ``unknown_runs`` of
+    its periods and groups (its recorded cost, the priced part, still counts in ``spent``);
+    a stage on a priced cluster node does not."""
+    record(store, 3.0, name="train", started_at=at(15, 1))
+    today = record(store, 1.25, name="train", target="kubernetes", started_at=at(15, 2))
+    priced_stage(store, today, known=False)
+    earlier = record(store, 0.0, name="eval", target="slurm", started_at=at(3))
+    priced_stage(store, earlier, known=False)
+    priced = record(store, 2.0, name="eval", target="kubernetes", started_at=at(4))
+    priced_stage(store, priced, known=True)
+    running = record(
+        store, 0.0, name="eval", target="slurm", status=RunStatus.RUNNING, started_at=at(15, 3)
+    )
+    priced_stage(store, running, known=False)
+    found = spending.report(store, now=NOW)
+    assert (found.day.unknown_runs, found.month.unknown_runs) == (2, 3)
+    assert (found.day.spent, found.month.spent) == (4.25, 6.25)
+    doc = found.as_json()
+    assert (doc["day"]["unknown_runs"], doc["month"]["unknown_runs"]) == (2, 3)
+    assert {w["workload"]: w["unknown_runs"] for w in doc["workloads"]} == {"train": 1, "eval": 2}
+    assert {t["target"]: (t["runs"], t["unknown_runs"]) for t in doc["targets"]} == {
+        "local": (1, 0),
+        "kubernetes": (2, 1),
+        "slurm": (2, 2),
+    }
+    assert [(r["id"], r["cost_known"]) for r in doc["active"]] == [(running, False)]
 
 
 def test_the_report_without_limits(store: RunStore, conf: Path, fixed_now: datetime) -> None:

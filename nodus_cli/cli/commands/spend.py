@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from nodus_cli.api import Client
 from nodus_cli.cli.output import Writer, emit_json, stderr_line
-from nodus_cli.text import clipped, money, safe
+from nodus_cli.text import clipped, cost_text, money, safe, unpriced_runs_text
 
 if TYPE_CHECKING:
     from nodus_cli.api import GroupSpend, PeriodSpend, Report
@@ -54,9 +54,27 @@ def _period_row(name: str, p: PeriodSpend) -> list[str]:
 
 def _group_rows(groups: list[GroupSpend], limit: float | None) -> list[list[str]]:
     return [
-        [_clip(g.name), str(g.runs), str(g.running), money(g.spent), _percent(g.percent_of(limit))]
+        [
+            _clip(g.name),
+            str(g.runs),
+            str(g.running),
+            cost_text(g.spent, known=not g.unknown_runs),
+            _percent(g.percent_of(limit)),
+        ]
         for g in groups
     ]
+
+
+def _unknown(found: Report) -> str | None:
+    """The line on the runs this month whose cost is unknown; None when none."""
+    if not found.month.unknown_runs:
+        return None
+    return unpriced_runs_text(
+        found.month.unknown_runs,
+        found.day.unknown_runs,
+        [_clip(g.name) for g in found.targets if g.unknown_runs],
+        safe(str(found.config)),
+    )
 
 
 def _show(found: Report) -> None:
@@ -77,6 +95,9 @@ def _show(found: Report) -> None:
     )
     if month.reserved > 0:  # the month's holds the day's
         out.line(f"budgets of runs not yet ended may still spend {money(month.reserved)}")
+    unknown = _unknown(found)
+    if unknown is not None:
+        out.line(out.paint(unknown, "yellow"))
     if found.workloads:
         out.line()
         out.line(out.paint(f"this month ({month.period.label}) by workload", "bold"))
@@ -105,7 +126,13 @@ def _show(found: Report) -> None:
         out.table(
             ["id", "workload", "status", "cost", "budget"],
             [
-                [r.id, _clip(r.workload, 20), str(r.status), money(r.cost), money(r.budget)]
+                [
+                    r.id,
+                    _clip(r.workload, 20),
+                    str(r.status),
+                    cost_text(r.cost, r.cost_known),
+                    money(r.budget),
+                ]
                 for r in found.active[:10]
             ],
             right=(3, 4),
