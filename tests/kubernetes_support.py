@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from command_support import NodusCommand
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = REPO / "tests" / "harness" / "kubernetes_emulator.py"
@@ -320,62 +321,19 @@ class KubeEmulator:
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 
 
-class KubeNodus:
+class KubeNodus(NodusCommand):
     """``nodus`` with its own NODUS_HOME, a kubeconfig for ``emulator`` and the
-    configuration ``config`` (``env``: more variables, set by a test as it goes)."""
+    configuration ``config``."""
+
+    image = IMAGE
 
     def __init__(self, emulator: KubeEmulator, tmp: Path, config: str) -> None:
+        super().__init__(tmp, config)
         self.emulator = emulator
-        self.tmp = tmp
-        self.config = tmp / "config.toml"
-        self.config.write_text(config)
-        self.env: dict[str, str] = {}
 
-    def environ(self) -> dict[str, str]:
+    def target_environ(self) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("NODUS_", "KUBE"))}
-        return {
-            **base,
-            "KUBECONFIG": str(self.emulator.kubeconfig),
-            "NODUS_HOME": str(self.tmp / "home"),
-            "NODUS_CONFIG": str(self.config),
-            "NO_COLOR": "1",
-            **self.env,
-        }
-
-    def workload(self, name: str, command: str = "true", gpu: str = "H100", count: int = 1) -> Path:
-        path = self.tmp / f"{name}.toml"
-        path.write_text(
-            f'name = "{name}"\nimage = "{IMAGE}"\ncommand = "{command}"\n'
-            f'gpu = "{gpu}"\ngpu_count = {count}\n'
-        )
-        return path
-
-    def run(
-        self, *args: str | os.PathLike[str], timeout: float = 60
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "nodus_cli", *map(str, args)],
-            capture_output=True,
-            text=True,
-            env=self.environ(),
-            timeout=timeout,
-            check=False,
-        )
-
-    def popen(self, *args: str | os.PathLike[str]) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "nodus_cli", *map(str, args)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=self.environ(),
-            start_new_session=True,
-        )
-
-    def runs(self) -> list[dict[str, Any]]:
-        done = self.run("runs", "--json")
-        assert done.returncode == 0, done.stderr
-        return list(json.loads(done.stdout)["runs"])
+        return {**base, "KUBECONFIG": str(self.emulator.kubeconfig)}
 
 
 def _fail_or_skip(reason: str) -> None:

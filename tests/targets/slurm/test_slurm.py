@@ -15,12 +15,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from command_support import NodusCommand
 from slurm_support import SlurmCluster, slurm_cluster  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker]
@@ -28,69 +27,18 @@ pytestmark = [pytest.mark.slurm, pytest.mark.docker]
 IMAGE = "nodus-test/busybox:1"
 
 
-class Nodus:
+class Nodus(NodusCommand):
     """``nodus`` with its own NODUS_HOME and a [slurm] configuration."""
 
+    image = IMAGE
+    timeout = 120
+
     def __init__(self, cluster: SlurmCluster, tmp: Path) -> None:
+        super().__init__(tmp, f'[slurm]\nwork_root = "{tmp / "work_root"}"\nprice_per_hour = 3.6\n')
         self.cluster = cluster
-        self.tmp = tmp
-        self.config = tmp / "config.toml"
-        self.config.write_text(
-            f'[slurm]\nwork_root = "{tmp / "work_root"}"\nprice_per_hour = 3.6\n'
-        )
 
-    def environ(self) -> dict[str, str]:
-        return {
-            **self.cluster.environ(),
-            "NODUS_HOME": str(self.tmp / "home"),
-            "NODUS_CONFIG": str(self.config),
-            "NO_COLOR": "1",
-        }
-
-    def workload(self, name: str, command: str, gpu: str = "H100", count: int = 1) -> Path:
-        path = self.tmp / f"{name}.toml"
-        path.write_text(
-            f'name = "{name}"\nimage = "{IMAGE}"\ncommand = "{command}"\n'
-            f'gpu = "{gpu}"\ngpu_count = {count}\n'
-        )
-        return path
-
-    def run(
-        self, *args: str | os.PathLike[str], timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "nodus_cli", *map(str, args)],
-            capture_output=True,
-            text=True,
-            env=self.environ(),
-            timeout=timeout,
-            check=False,
-        )
-
-    def popen(self, *args: str | os.PathLike[str]) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "nodus_cli", *map(str, args)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=self.environ(),
-            start_new_session=True,
-        )
-
-    def runs(self) -> list[dict[str, Any]]:
-        done = self.run("runs", "--json")
-        assert done.returncode == 0, done.stderr
-        return list(json.loads(done.stdout)["runs"])
-
-    def wait_for(self, what: str, want: Any, timeout: float = 60) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        runs: list[dict[str, Any]] = []
-        while time.monotonic() < deadline:
-            runs = self.runs()
-            if runs and want(runs[0]):
-                return runs[0]
-            time.sleep(0.5)
-        raise AssertionError(f"{what} within {timeout}s; runs: {runs[:1]}")
+    def target_environ(self) -> dict[str, str]:
+        return self.cluster.environ()
 
 
 @pytest.fixture
