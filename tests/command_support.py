@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -93,3 +94,15 @@ class NodusCommand:
                 return runs[0]
             time.sleep(0.5)
         raise AssertionError(f"{what} within {timeout}s; runs: {runs[:1]}")
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
+    """``(exit status, output)`` of ``proc`` once it ends; its whole process group killed,
+    and the test failed, when it does not end within ``timeout`` seconds."""
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"nodus did not end: {out}") from None
+    return proc.returncode, out

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+from command_support import finish
 from kubernetes_support import (
     A100_LABELS,
     H100_LABELS,
@@ -61,16 +61,6 @@ def nodus(kube_emulator: KubeEmulator, tmp_path: Path) -> Iterator[Nodus]:
     # Every Job nodus created in the test is valid for Kubernetes' own schemas.
     for manifest in kube_emulator.manifests()[before:]:
         kubernetes_validate.validate(manifest, SCHEMA_VERSION, strict=True)
-
-
-def _finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(f"nodus did not end: {out}") from None
-    return proc.returncode, out
 
 
 def test_nodes_show_each_model_from_its_labels_and_free_gpus(nodus: Nodus) -> None:
@@ -155,7 +145,7 @@ def test_a_run_is_a_job_queued_with_the_schedulers_words_then_followed_to_its_en
     kube_emulator.run_pod(pod, "gpu-h100", log="epoch 1\n")
     time.sleep(1.5)
     kube_emulator.end_pod(pod, 0, log="epoch 1\nepoch 2\ndone\n")
-    code, out = _finish(proc)
+    code, out = finish(proc)
     assert code == 0, out
     assert (
         "waits for 2× H100: the scheduler says: 0/3 nodes are available: 1 Insufficient "
@@ -228,7 +218,7 @@ def test_how_a_pod_ends_is_said(
         )
     else:
         kube_emulator.end_pod(pod, end["code"], reason=end.get("reason", ""))
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == code, out
     assert words in out
 
@@ -239,7 +229,7 @@ def test_an_image_the_cluster_cannot_pull_is_said_and_its_job_deleted(
     proc = nodus.popen("run", nodus.workload("pull", "true"), "--target", "kubernetes")
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.waiting(pod, "ImagePullBackOff", f'Back-off pulling image "{IMAGE}"')
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 125, out
     assert f"the cluster cannot pull the image {IMAGE} (ImagePullBackOff" in out
     assert kube_emulator.jobs() == []
@@ -254,7 +244,7 @@ def test_a_job_deleted_from_outside_is_killed_and_nodus_stop_deletes_the_job(
     kube_emulator.call(
         "DELETE", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{job['metadata']['name']}"
     )
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 137, out
     assert "was deleted outside nodus" in out
     done = nodus.run(
@@ -375,7 +365,7 @@ def test_a_waiting_pod_names_who_holds_the_gpus_and_nodes_show_them_held(
     ), done.stdout
     kube_emulator.run_pod(pod, "gpu-h100")
     kube_emulator.end_pod(pod, 0)
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 0, out
     assert "the GPUs of nodes gpu-h100 are held by vision/resnet (6 on gpu-h100)" in out
 
@@ -386,7 +376,7 @@ def test_no_wait_refuses_a_pod_the_scheduler_cannot_place_and_wait_timeout_gives
     proc = nodus.popen("run", "--no-wait", nodus.workload("nw", "true"), "--target", "kubernetes")
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.unschedulable(pod, "0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 3, out
     assert "--no-wait: the cluster could not place pod" in out
     assert kube_emulator.jobs() == []
@@ -396,7 +386,7 @@ def test_no_wait_refuses_a_pod_the_scheduler_cannot_place_and_wait_timeout_gives
     )
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.unschedulable(pod, "0/3 nodes are available: 1 Insufficient nvidia.com/gpu.")
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 3, out
     assert "gave up after waiting 3 s (wait_timeout) for: pod " in out
     assert kube_emulator.jobs() == []
@@ -487,7 +477,7 @@ def test_a_fan_out_stage_is_one_indexed_job_each_item_followed_and_retried_on_it
     assert (env["NODUS_ITEM"], env["NODUS_ITEM_INDEX"]) == ("b", "1")
     kube_emulator.run_pod(pod["metadata"]["name"], "gpu-a100")
     kube_emulator.end_pod(pod["metadata"]["name"], 0, log="b again\n")
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 0, out
     assert "3 items as one submission, up to 2 at once" in out
     assert "the scheduler says: 0/3 nodes are available: 1 Insufficient nvidia.com/gpu" in out
@@ -520,7 +510,7 @@ def test_an_exec_form_fan_out_with_an_entrypoint_is_one_indexed_job_its_argv_unt
     for index, pod in pods.items():
         kube_emulator.run_pod(pod, "gpu-a100")
         kube_emulator.end_pod(pod, 0, log=f"item {index}\n")
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 0, out
     assert "item 0" in out and "item 1" in out
     assert nodus.runs()[0]["status"] == "succeeded"
@@ -555,7 +545,7 @@ def test_an_image_without_bin_sh_ends_every_item_of_an_exec_form_fan_out_saying_
             },
         },
     )
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 127, out
     assert (
         f"the image {IMAGE} has no /bin/sh, which nodus needs in each pod of the Indexed Job" in out
@@ -586,7 +576,7 @@ def test_a_fan_out_stage_that_keeps_the_images_entrypoint_is_one_job_per_item(
         kube_emulator.run_pod(pod["metadata"]["name"], "gpu-a100")
         kube_emulator.end_pod(pod["metadata"]["name"], 0, log=env["NODUS_ITEM"] + "\n")
     assert seen == {"0": ("a", "2"), "1": ("b", "2")}
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 0, out
     [run] = nodus.runs()
     assert run["status"] == "succeeded"
@@ -705,7 +695,7 @@ def test_with_a_kueue_queue_the_job_waits_suspended_until_kueue_admits_it_with_i
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.run_pod(pod, "gpu-h100")
     kube_emulator.end_pod(pod, 0)
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 0, out
     assert f"waiting for Kueue to admit Job {name} from queue 'team-a'" in out
 
@@ -745,7 +735,7 @@ def test_a_task_pays_the_share_of_its_node_that_it_holds(
     kube_emulator.run_pod(pod, "gpu-l4")  # 8 CPUs at $2.00 an hour: 4 such tasks at once
     time.sleep(2)
     kube_emulator.end_pod(pod, 0)
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 0, out
     [run] = nodus.runs()
     [stage] = run["stages"]

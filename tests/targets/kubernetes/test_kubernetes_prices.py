@@ -6,9 +6,6 @@ not set, which is told from a declared 0 (``nodus nodes``, ``nodus plan``, a run
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +13,7 @@ from typing import Any
 
 import pytest
 from catalog_support import write_catalog
+from command_support import finish
 from kubernetes_support import (
     L4_LABELS,
     KubeEmulator,
@@ -141,16 +139,6 @@ def test_a_plan_ranks_by_the_catalog_price_and_says_where_prices_come_from(
     assert "note: price not set for node gpu-l4" in text.stdout
 
 
-def _finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
-    try:
-        out, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(f"nodus did not end: {out}") from None
-    return proc.returncode, out
-
-
 def test_a_run_on_a_node_of_a_catalog_instance_type_costs_its_catalog_price(
     nodus: Nodus, kube_emulator: KubeEmulator
 ) -> None:
@@ -161,7 +149,7 @@ def test_a_run_on_a_node_of_a_catalog_instance_type_costs_its_catalog_price(
     kube_emulator.run_pod(pod, "p4d-eu")  # the scheduler's choice: the eu-west-1 node
     time.sleep(2)
     kube_emulator.end_pod(pod, 0)
-    code, out = _finish(proc)
+    code, out = finish(proc)
     assert code == 0, out
     done = nodus.run("runs", "--json")
     [run] = json.loads(done.stdout)["runs"]
@@ -183,7 +171,7 @@ def test_a_run_that_may_land_on_a_node_without_a_price_says_its_cost_is_unknown(
     kube_emulator.run_pod(pod, "gpu-l4")
     time.sleep(1.5)  # nodus sees it run on the node
     kube_emulator.end_pod(pod, 0)
-    code, out = _finish(proc)
+    code, out = finish(proc)
     assert code == 0, out
     assert (
         "note: price not set for node gpu-l4: $/h shows $0.00, and what a run there costs "

@@ -11,8 +11,6 @@ emulator answers the visibility API from those Workloads as Kueue does.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +20,7 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+from command_support import finish
 from kubernetes_support import (
     H100_LABELS,
     IMAGE,
@@ -344,16 +343,6 @@ def _job(kube: KubeEmulator, timeout: float = 30) -> str:
     raise AssertionError("nodus created no Job")
 
 
-def _finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str]:
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(f"nodus did not end: {out}") from None
-    return proc.returncode, out
-
-
 def _admit(kube: KubeEmulator, job: str) -> None:
     kube.call(
         "PATCH", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{job}", {"spec": {"suspend": False}}
@@ -389,7 +378,7 @@ def test_a_queued_job_says_kueues_reason_and_its_place_and_says_it_again_when_it
     )
     nodus.said("2nd in queue 'gpu' (4th in its cluster queue)", timeout=kueue.ASK_SECONDS + 20)
     _admit(kube_emulator, job)
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 0, out
     assert "3rd in queue 'gpu' (5th in its cluster queue)" in out
     assert "2nd in queue 'gpu' (4th in its cluster queue)" in out
@@ -420,7 +409,7 @@ def test_the_visibility_api_not_allowed_not_served_or_older(
     else:
         assert said.startswith(f"waiting for Kueue to admit Job {job}: 1st in queue 'gpu' (1st")
     _admit(kube_emulator, job)
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 0, out
 
 
@@ -450,7 +439,7 @@ def test_a_workload_kueue_deactivates_ends_the_run_as_the_clusters_failure(
             },
         },
     )
-    rc, out = _finish(proc, timeout=kueue.ASK_SECONDS + 40)
+    rc, out = finish(proc, timeout=kueue.ASK_SECONDS + 40)
     assert rc != 0, out
     assert (
         "Kueue deactivated it (Deactivated: The workload is deactivated by an administrator) "
@@ -468,7 +457,7 @@ def test_no_wait_refuses_with_kueues_reason_and_wait_timeout_says_it(
     proc = nodus.popen("run", "--no-wait", nodus.workload("kn"), "--target", "kubernetes")
     job = _job(kube_emulator)
     _kueue_workload(kube_emulator, f"job-{job}-1a2b3", "gpu", "2026-12-05T01:00:00Z", job=job)
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 3, out
     assert f"--no-wait: Kueue did not admit Job {job} at once: waiting for Kueue" in out
     assert "insufficient unused quota for nvidia.com/gpu in flavor h100, 2 more needed" in out
@@ -480,7 +469,7 @@ def test_no_wait_refuses_with_kueues_reason_and_wait_timeout_says_it(
     )
     job = _job(kube_emulator)
     _kueue_workload(kube_emulator, f"job-{job}-1a2b3", "gpu", "2026-12-05T01:00:01Z", job=job)
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 3, out
     assert (
         f"gave up after waiting 4 s (wait_timeout) for: waiting for Kueue to admit Job {job}: "
@@ -533,5 +522,5 @@ def test_every_item_of_an_indexed_job_kueue_holds_says_its_place(
     for pod in kube_emulator.pods():
         kube_emulator.run_pod(pod["metadata"]["name"], "gpu-h100")
         kube_emulator.end_pod(pod["metadata"]["name"], 0)
-    rc, out = _finish(proc)
+    rc, out = finish(proc)
     assert rc == 0, out

@@ -28,6 +28,7 @@ from docker_support import (  # noqa: F401
     nodus_env,
     uuids_of,
 )
+from test_warm import wait_for, warm_containers
 
 from nodus_cli import CallFailed, Client, RunStatus
 
@@ -47,19 +48,6 @@ def nap(seconds: float) -> tuple[str, float]:
     time.sleep(seconds)
     with open("/proc/uptime") as handle:
         return os.uname()[1], float(handle.read().split()[0])
-
-
-def warm_containers(docker_client: Any, home: Path) -> list[Any]:
-    return docker_client.containers.list(
-        all=True, filters={"label": ["nodus.warm", f"nodus.home={home}"]}
-    )
-
-
-def wait_for(predicate: Any, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 @pytest.fixture
