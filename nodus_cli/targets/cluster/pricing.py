@@ -9,6 +9,7 @@ that names none. :func:`node_price` is a node's price per hour: the one it decla
 (a label, the configuration), else the catalog's price of the machine it says it is (the
 row of its region when the catalog lists one, else the lowest), else not set, with where
 it came from in words; :func:`price_notes` says it where a plan explains prices,
+:func:`price_details` beside a node's figure in ``nodus nodes``,
 :func:`unpriced_notes` before a run that may land where no price is set, and
 :func:`priced_config` in the configuration a task's record keeps; :func:`number` reads a
 declared figure (a label is text) or None.
@@ -46,6 +47,7 @@ __all__ = [
     "models_listed",
     "node_price",
     "number",
+    "price_details",
     "price_notes",
     "priced_config",
     "unpriced_notes",
@@ -172,6 +174,12 @@ def price_notes(prices: Sequence[tuple[str, NodePrice]], hint: str) -> list[str]
         else:
             notes.append(f"{nodes}: $/h is the {source}")
     return notes
+
+
+def price_details(price: NodePrice, hint: str) -> dict[str, str]:
+    """What ``nodus nodes`` shows of a node's price beside its figure: where it comes
+    from (``price_source``) and, when none is set, how to set one (``price_hint``)."""
+    return {"price_source": price.source, **({} if price.known else {"price_hint": hint})}
 
 
 def priced_config(offer: Offer, price: NodePrice) -> dict[str, Any]:

@@ -56,6 +56,7 @@ from nodus_cli.targets.base import (
 from nodus_cli.targets.cluster.pricing import (
     NodePrice,
     node_price,
+    price_details,
     price_notes,
     priced_config,
     unpriced_notes,
@@ -150,12 +151,6 @@ class KubernetesTarget(Target):
 
     def _price(self, node: NodeRecord) -> float:
         return self._node_price(node).per_hour
-
-    def _price_details(self, node: NodeRecord) -> dict[str, str]:
-        """Where ``nodus nodes`` says its price comes from, and how to set one it lacks."""
-        price = self._node_price(node)
-        hint = {} if price.known else {"price_hint": self.price_hint}
-        return {"price_source": price.source, **hint}
 
     def _offer(self, node: NodeRecord) -> Offer:
         has = node.gpu is not None and node.gpus > 0
@@ -633,7 +628,7 @@ class KubernetesTarget(Target):
                 free_gpus=n.free_gpus,
                 price_per_hour=self._price(n),
                 details={
-                    **self._price_details(n),
+                    **price_details(self._node_price(n), self.price_hint),
                     "gpu_label": f"{n.gpu_label[0]}={n.gpu_label[1]}" if n.gpu_label else None,
                     "gpus_used": n.gpus_used,
                     "cpus_used": n.cpus_used,

@@ -32,7 +32,8 @@ each); the script reads its own by its index (:func:`.script.batch_script`); its
 is ``STAGE.array.JOBID_INDEX.out`` (Slurm names it, by the array task's job id).
 A job Slurm requeues (preemption with ``PreemptMode=REQUEUE``, ``scontrol requeue``)
 is cancelled and ends the item as an infrastructure failure in words (:func:`requeued`;
-who preempted it, when Slurm did, from :func:`preemption`): the driver's ``--retries``
+who preempted it, when Slurm did, from :func:`preemption`, asked again at each look
+until Slurm can say, up to :data:`PREEMPTION_SECONDS`): the driver's ``--retries``
 then resubmits it with the same model and count, and nothing reruns behind nodus's
 back. An item told to stop before its array was
 submitted ends there, never submitted, and so does one waiting for its array after
@@ -57,7 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from nodus_cli.records import TaskRecord
-from nodus_cli.structs import replace
+from nodus_cli.structs import replace, struct
 from nodus_cli.targets.base import (
     ItemContext,
     Pending,
@@ -81,9 +82,11 @@ __all__ = [
     "DOWN_LOOKS",
     "PENDING_STATES",
     "POLL_SECONDS",
+    "PREEMPTION_SECONDS",
     "THROTTLED",
     "ArrayHost",
     "ArrayRun",
+    "Preemption",
     "array_words",
     "cluster_array_size",
     "index_ranges",
@@ -106,6 +109,9 @@ ARRAY_SACCT_FIELDS = "JobID,JobName,State,ExitCode,ElapsedRaw,NodeList"
 DOWN_LOOKS = 3
 #: Squeue's states of a job that waits to run.
 PENDING_STATES = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
+#: How long after a requeue nodus asks Slurm again why it happened (:class:`Preemption`)
+#: before it ends the task with what Slurm could say.
+PREEMPTION_SECONDS = 15.0
 #: Pending reasons that are the array's own ``parallel`` limit, not waiting for capacity.
 THROTTLED = ("JobArrayTaskLimit", "None")
 
@@ -127,24 +133,39 @@ def requeued(job_id: str, preempted_by: str | None = None) -> TaskEnd:
     )
 
 
-def preemption(job_id: str) -> str | None:
-    """Who preempted job ``job_id`` (which Slurm requeued), in words: the jobs that started
-    on its node since (``job 7 (train) of alice``), or "a job of higher priority" when none
-    has yet; None when no run of it was preempted (an administrator requeued it) or Slurm
-    cannot say."""
+@struct(frozen=True)
+class Preemption:
+    """What Slurm can say so far of why it requeued a job (:func:`preemption`).
+
+    ``by``: who preempted it, in words (``job 7 (train) of alice``; "a job of higher
+    priority" while none has started in its place), None when it was not preempted (an
+    administrator requeued it) or Slurm cannot say. ``known``: Slurm's answer is whole:
+    accounting holds the requeued run and, for a preemption, a job has started in its
+    place. Until then a caller asks again, up to :data:`PREEMPTION_SECONDS` after the
+    requeue: slurmdbd records a run after the controller ends it, and the preemptor starts
+    only once the preempted job has left its node."""
+
+    known: bool
+    by: str | None
+
+
+def preemption(job_id: str) -> Preemption:
+    """Why Slurm requeued job ``job_id``, as far as it can say now (:class:`Preemption`):
+    from the job's runs in accounting and the jobs that started on its node since."""
     try:
         runs = slurm("sacct", "-D", "-n", "-P", "-X", "-j", job_id, "-o", parse.RUNS_FIELDS)
-        preempted = parse.preempted_run(runs, job_id)
-        if preempted is None:
-            return None
-        end, node = preempted
-        text = slurm("squeue", "-h", "-w", node, "-t", "R,CF", "-o", parse.NODE_JOBS_FORMAT)
+        run = parse.requeued_run(runs, job_id)
+        if run is None or not run.preempted:
+            return Preemption(known=run is not None, by=None)
+        text = slurm("squeue", "-h", "-w", run.node, "-t", "R,CF", "-o", parse.NODE_JOBS_FORMAT)
     except (SlurmDown, SlurmRefused):
-        return None
-    since = [j for j in parse.node_jobs(text) if j.start >= end and j.job_id != job_id]
+        return Preemption(known=False, by=None)
+    since = [j for j in parse.node_jobs(text) if j.start >= run.end and j.job_id != job_id]
     if not since:
-        return "a job of higher priority"
-    return ", ".join(f"job {j.job_id} ({j.name}) of {j.user}" for j in since)
+        return Preemption(known=False, by="a job of higher priority")
+    return Preemption(
+        known=True, by=", ".join(f"job {j.job_id} ({j.name}) of {j.user}" for j in since)
+    )
 
 
 class ArrayHost(Protocol):
@@ -207,7 +228,7 @@ class _Item:
         self.offset = 0
         self.gone_at: float | None = None  # when it left the queue (monotonic)
         self.end: TaskEnd | None = None  # decided before sacct (--no-wait)
-        self.requeued = False  # it ran and Slurm put it back in its queue
+        self.requeued_at: float | None = None  # when Slurm put it back in its queue after it ran
         self.stopping = False
 
 
@@ -460,7 +481,7 @@ class ArrayRun:
             if state.state in PENDING_STATES:
                 if item.running:  # it ran, and Slurm put it back in the queue
                     self._cancel(item.job_id)
-                    item.requeued = True
+                    item.requeued_at = now
                     continue
                 if state.reason in THROTTLED or item.stopping or turn:
                     continue
@@ -500,9 +521,14 @@ class ArrayRun:
             index = item.task.item.index
             found = accounted.get(item.job_id)
             late = item.gone_at is not None and now - item.gone_at > ACCOUNTING_SECONDS
-            decided = item.end is not None or item.requeued
+            decided = item.end is not None or item.requeued_at is not None
             if not decided and (found is None or not found.finished) and not late:
                 continue  # sacct lags behind the queue: ask again next time
+            why = None
+            if item.requeued_at is not None and not item.stopping:
+                why = preemption(item.job_id)
+                if not why.known and now - item.requeued_at < PREEMPTION_SECONDS:
+                    continue  # Slurm cannot say yet why: ask again next time
             out = run_dir / f"{self._key()}.array.{item.job_id}.out"
             devices = run_dir / f"{self._key()}.array.devices.{index}"
             if not item.running and found is not None and found.node not in ("", "None assigned"):
@@ -510,8 +536,8 @@ class ArrayRun:
             follow_file(out, item.offset, item.ctx, final=True)
             if item.stopping:
                 end = TaskEnd(TaskState.STOPPED, 143, "stopped by nodus (scancel)")
-            elif item.requeued:  # said once it left the queue: who took its place ran
-                end = requeued(item.job_id, preemption(item.job_id))
+            elif why is not None:  # said once it left the queue: who took its place ran
+                end = requeued(item.job_id, why.by)
             elif item.end is not None:
                 end = item.end
             elif found is None:

@@ -30,14 +30,15 @@ __all__ = [
     "NodeJob",
     "NodeRecord",
     "Queued",
+    "RequeuedRun",
     "Waiting",
     "ended_jobs",
     "gres_of",
     "max_array_size",
     "node_jobs",
     "nodes_of",
-    "preempted_run",
     "queued_jobs",
+    "requeued_run",
     "waiting_jobs",
 ]
 
@@ -48,7 +49,7 @@ QUEUE_FORMAT = "%i|%T|%r|%N|%j"
 WAITING_FORMAT = "%i|%Q|%u|%j|%P"
 #: ``sacct -n -P -X -o`` fields read by :func:`ended_jobs`.
 SACCT_FIELDS = "JobIDRaw,JobName,State,ExitCode,ElapsedRaw,NodeList"
-#: ``sacct -D -n -P -X -o`` fields read by :func:`preempted_run`: each run of a job
+#: ``sacct -D -n -P -X -o`` fields read by :func:`requeued_run`: each run of a job
 #: (``-D``: a requeued job's earlier runs too), its state, end and node.
 RUNS_FIELDS = "JobID,State,End,NodeList"
 #: ``squeue -h -w NODE -o`` format read by :func:`node_jobs`: id, name, user, start time.
@@ -271,14 +272,28 @@ def ended_jobs(text: str) -> list[Ended]:
     return found
 
 
-def preempted_run(text: str, job_id: str) -> tuple[str, str] | None:
-    """When and where Slurm last preempted job ``job_id`` (its end time, ISO, and node),
-    from ``sacct -D -o RUNS_FIELDS``; None: no run of it was preempted."""
+@struct(frozen=True)
+class RequeuedRun:
+    """The last run of a job that ended by a requeue: whether Slurm preempted it
+    (``PREEMPTED``) or something else requeued it (``REQUEUED``: ``scontrol requeue``), when
+    it ended (ISO) and on which node."""
+
+    preempted: bool
+    end: str
+    node: str
+
+
+def requeued_run(text: str, job_id: str) -> RequeuedRun | None:
+    """The last run of job ``job_id`` that Slurm requeued, from ``sacct -D -o RUNS_FIELDS``;
+    None: accounting holds no such run (yet: slurmdbd records a run after the controller
+    ends it)."""
     found = None
     for line in text.splitlines():
         parts = [p.strip() for p in line.split("|")]
-        if len(parts) == 4 and parts[0] == job_id and parts[1].startswith("PREEMPTED"):
-            found = (parts[2], parts[3])
+        if len(parts) == 4 and parts[0] == job_id:
+            state = parts[1].split()[0] if parts[1] else ""
+            if state in ("PREEMPTED", "REQUEUED"):
+                found = RequeuedRun(state == "PREEMPTED", parts[2], parts[3])
     return found
 
 

@@ -8,11 +8,12 @@ False) cancels a job Slurm has looked at and cannot start at once; running is
 ``started`` on its node with the GPUs its script wrote down, and its output file is
 followed line by line (:func:`~nodus_cli.targets.cluster.logfiles.follow_file`); a job
 that ran and went back to PENDING (preempted with ``PreemptMode=REQUEUE``, ``scontrol
-requeue``) is cancelled and ends in words (:func:`~.arrays.requeued`) for ``--retries``
-to resubmit; a node drained (or lost) under a running job is said once
-(:func:`node_note`). Once the job leaves the queue its end comes from ``sacct`` (which
-may lag: up to :data:`~.arrays.ACCOUNTING_SECONDS`); a job that ran between two looks
-started all the same. ``SlurmDown`` passes through to the caller.
+requeue``) is cancelled and ends in words (:func:`~.arrays.requeued`, with who preempted
+it once Slurm can say: up to :data:`~.arrays.PREEMPTION_SECONDS`) for ``--retries`` to
+resubmit; a node drained (or lost) under a running job is said once (:func:`node_note`).
+Once the job leaves the queue its end comes from ``sacct`` (which may lag: up to
+:data:`~.arrays.ACCOUNTING_SECONDS`); a job that ran between two looks started all the
+same. ``SlurmDown`` passes through to the caller.
 
 :func:`queued`, :func:`accounted` and :func:`cancel` are the one way the target asks
 ``squeue``, ``sacct`` and ``scancel`` about one job.
@@ -38,6 +39,7 @@ from nodus_cli.targets.slurm.arrays import (
     ACCOUNTING_SECONDS,
     PENDING_STATES,
     POLL_SECONDS,
+    PREEMPTION_SECONDS,
     preemption,
     requeued,
 )
@@ -240,11 +242,12 @@ class _Job:
     def ended(self, now: Look) -> TaskEnd:
         if isinstance(now.doc, parse.Queued):  # it ran, and Slurm put it back in its queue
             cancel(self.job_id)
-            return (
-                self.stopped()
-                if self.job.stopping
-                else requeued(self.job_id, preemption(self.job_id))
-            )
+            why = preemption(self.job_id)
+            deadline = time.monotonic() + PREEMPTION_SECONDS
+            while not why.known and not self.job.stopping and time.monotonic() < deadline:
+                time.sleep(POLL_SECONDS)  # Slurm cannot say yet why: ask again
+                why = preemption(self.job_id)
+            return self.stopped() if self.job.stopping else requeued(self.job_id, why.by)
         if self.job.stopping:
             return TaskEnd(TaskState.STOPPED, 143, _STOPPED)
         ended: parse.Ended | None = now.doc

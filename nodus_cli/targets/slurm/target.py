@@ -57,6 +57,7 @@ from nodus_cli.targets.base import (
 from nodus_cli.targets.cluster.pricing import (
     NodePrice,
     node_price,
+    price_details,
     price_notes,
     priced_config,
     unpriced_notes,
@@ -529,8 +530,7 @@ class SlurmTarget(Target):
                     free_gpus=max(0, total - n.gpus_used) if n.usable else 0,
                     price_per_hour=price.per_hour,
                     details={
-                        "price_source": price.source,
-                        **({} if price.known else {"price_hint": self.price_hint}),
+                        **price_details(price, self.price_hint),
                         "partitions": list(n.partitions),
                         "gres_type": gres.type if gres else None,
                         "gpus_used": n.gpus_used,

@@ -1,15 +1,20 @@
 """What needs no cluster in the Slurm target's arrays and priorities: ``priority`` as
 ``--nice`` (an ordinary user may only lower a job's priority), an array task's lines from
 ``squeue -r`` and ``sacct -o JobID,...`` by their ``JOBID_INDEX`` ids, a requeue in words,
-and the batch script of an array (each task reads its own item)."""
+why Slurm requeued a job as far as it can say (stand-in ``sacct``/``squeue`` on PATH that
+answer as a slurmdbd behind the controller does), and the batch script of an array (each
+task reads its own item)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from nodus_cli.targets.base import Item, Task, TaskState
 from nodus_cli.targets.slurm import parse
-from nodus_cli.targets.slurm.arrays import index_ranges, requeued, shares
+from nodus_cli.targets.slurm.arrays import Preemption, index_ranges, preemption, requeued, shares
 from nodus_cli.targets.slurm.endings import job_end, work_root_unseen
 from nodus_cli.targets.slurm.script import batch_script
 from nodus_cli.targets.slurm.target import nice_of
@@ -55,13 +60,54 @@ def test_who_preempted_a_job_is_read_from_its_runs_and_its_nodes_jobs() -> None:
         "41_3|PENDING|Unknown|None assigned\n"
         "41_4|PREEMPTED|2026-12-05T04:10:00|gpu-a\n"
     )
-    assert parse.preempted_run(runs, "41_3") == ("2026-12-05T04:13:44", "gpu-b")
-    assert parse.preempted_run("41_3|REQUEUED|2026-12-05T04:13:44|gpu-b\n", "41_3") is None
+    assert parse.requeued_run(runs, "41_3") == parse.RequeuedRun(
+        True, "2026-12-05T04:13:44", "gpu-b"
+    )
+    # `scontrol requeue`: a run requeued, not preempted.
+    assert parse.requeued_run("41_3|REQUEUED|2026-12-05T04:13:44|gpu-b\n", "41_3") == (
+        parse.RequeuedRun(False, "2026-12-05T04:13:44", "gpu-b")
+    )
+    # slurmdbd has not recorded the requeued run yet: nothing to say so far.
+    assert parse.requeued_run("41_3|PENDING|Unknown|None assigned\n", "41_3") is None
     jobs = parse.node_jobs("57|urgent|alice|2026-12-05T04:13:45\n12|x|bob|2026-12-05T03:00:00\n")
     assert jobs == [
         parse.NodeJob("57", "urgent", "alice", "2026-12-05T04:13:45"),
         parse.NodeJob("12", "x", "bob", "2026-12-05T03:00:00"),
     ]
+
+
+def _answers(bin_dir: Path, sacct: str, squeue: str) -> None:
+    """Stand-in ``sacct`` and ``squeue`` on PATH that print ``sacct`` and ``squeue``."""
+    for name, text in (("sacct", sacct), ("squeue", squeue)):
+        (bin_dir / f"{name}.out").write_text(text)
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\ncat "{bin_dir / name}.out"\n')
+        script.chmod(0o755)
+
+
+def test_why_a_job_was_requeued_is_known_only_once_slurm_can_say_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    pending = "41_3|PENDING|Unknown|None assigned\n"
+    run = "41_3|PREEMPTED|2026-12-05T04:13:44|gpu-b\n"
+    # slurmdbd has not recorded the preempted run yet: ask again.
+    _answers(tmp_path, pending, "")
+    assert preemption("41_3") == Preemption(known=False, by=None)
+    # Recorded, but its node still runs only what ran before: the preemptor has not started.
+    _answers(tmp_path, run + pending, "12|x|bob|2026-12-05T03:00:00\n")
+    assert preemption("41_3") == Preemption(known=False, by="a job of higher priority")
+    # The job that took its place runs: the whole answer.
+    _answers(
+        tmp_path,
+        run + pending,
+        "57|urgent|alice|2026-12-05T04:13:45\n12|x|bob|2026-12-05T03:00:00\n",
+    )
+    assert preemption("41_3") == Preemption(known=True, by="job 57 (urgent) of alice")
+    # `scontrol requeue`: known at once, and nobody to name.
+    _answers(tmp_path, "41_3|REQUEUED|2026-12-05T04:13:44|gpu-b\n" + pending, "")
+    assert preemption("41_3") == Preemption(known=True, by=None)
 
 
 def test_each_array_task_reads_its_own_item_and_writes_its_own_gpus() -> None:

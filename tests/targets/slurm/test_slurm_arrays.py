@@ -32,6 +32,12 @@ def _fan(nodus: Nodus, name: str, command: str, items: list[str], extra: str = "
     return path
 
 
+#: A command whose first run lasts until it is preempted (two minutes: however slow the
+#: machine, `urgent` preempts it while it runs) and whose retry ends at once: the first
+#: leaves a mark in the run's shared work folder.
+_UNTIL_RETRIED = "test -e $NODUS_WORK_DIR/{name} || {{ touch $NODUS_WORK_DIR/{name}; sleep 120; }}"
+
+
 def _tasks(nodus: Nodus, run_id: str) -> list[dict[str, Any]]:
     shown = nodus.run("runs", run_id, "--json")
     assert shown.returncode == 0, shown.stderr
@@ -160,7 +166,7 @@ def test_a_single_job_preempted_by_a_job_of_higher_priority_names_it_and_is_retr
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
     # The harness's QOS `urgent` preempts QOS normal (every job's), with PreemptMode=REQUEUE.
-    workload = nodus.workload("bumped", "sleep 6", gpu="A100", count=2)
+    workload = nodus.workload("bumped", _UNTIL_RETRIED.format(name="ran"), gpu="A100", count=2)
     proc = nodus.popen("run", workload, "--target", "slurm", "--retries", "1")
     run = nodus.wait_for("the run running", lambda r: r["stages"][0].get("node"))
     first = run["stages"][0]["job_id"]
@@ -186,7 +192,12 @@ def test_items_preempted_by_a_job_of_higher_priority_are_said_and_retried(
 ) -> None:
     # The harness's QOS `urgent` preempts QOS normal (every job's), with PreemptMode=REQUEUE.
     proc = nodus.popen(
-        "run", _fan(nodus, "bumped", "sleep 6", ["a", "b"]), "--target", "slurm", "--retries", "1"
+        "run",
+        _fan(nodus, "bumped", _UNTIL_RETRIED.format(name="ran.$NODUS_ITEM_INDEX"), ["a", "b"]),
+        "--target",
+        "slurm",
+        "--retries",
+        "1",
     )
     run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
     deadline = time.monotonic() + 60
