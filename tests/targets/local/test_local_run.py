@@ -10,15 +10,19 @@ checks that the engine is as clean after it as before.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from docker_support import (  # noqa: F401 - fixtures
     CUDA_IMAGE,
+    FAKE_BIN,
     IMAGE,
+    UNTIL_LET_GO,
     Nodus,
     docker_client,
     engine_clean,
@@ -103,16 +107,15 @@ command = "echo dir=$NODUS_WORK_DIR; cat $NODUS_WORK_DIR/data.txt"
 
 
 def test_output_streams_live_with_the_stage_name(nodus_env: Nodus) -> None:
-    path = nodus_env.write(workload("live", "echo early; echo to-stderr >&2; sleep 3; echo late"))
-    started = time.monotonic()
-    proc = nodus_env.popen("run", path)
-    seen_early, _ = read_until(proc, "main | early")
+    command = f"echo early; echo to-stderr >&2; {UNTIL_LET_GO}; echo late"
+    proc = nodus_env.popen("run", nodus_env.write(workload("live", command)))
+    # the first line arrives while the stage still runs (it waits for the test), not at the end
+    read_until(proc, "main | early")
+    assert proc.poll() is None
+    nodus_env.let_go(nodus_env.runs()[0]["id"])
     rest, err = proc.communicate(timeout=60)
-    ended = time.monotonic()
     assert proc.returncode == 0, err
     assert "main | late" in rest
-    # the first line arrived while the stage was still sleeping, not at the end
-    assert ended - seen_early > 2.0, (seen_early - started, ended - started)
     # the container's stderr goes to stderr, with the stage name too
     assert "main | to-stderr" in err
     assert "to-stderr" not in rest
@@ -380,13 +383,28 @@ def test_gpu_use_over_time_is_kept_for_the_run_and_read_through_the_api(
 
 
 def test_a_run_cancelled_early_is_not_warned_that_its_gpus_stayed_idle(
-    nodus_env: Nodus,
+    nodus_env: Nodus, tmp_path: Path
 ) -> None:
     # Stopped by nodus after a moment, it had no time to use them: no verdict on their use.
+    # Each reading of the GPUs (the stand-in nvidia-smi) is counted as it ends.
+    calls, shim = tmp_path / "smi-calls", tmp_path / "shim"
+    shim.mkdir()
+    (shim / "nvidia-smi").write_text(
+        f'#!/bin/sh\n"{FAKE_BIN}/nvidia-smi" "$@"\ncode=$?\necho >> "{calls}"\nexit $code\n'
+    )
+    (shim / "nvidia-smi").chmod(0o755)
     path = nodus_env.write(workload("early", "echo up; sleep 30", 'gpu = "H100"\ngpu_count = 2\n'))
-    proc = nodus_env.popen("run", path, gpus="h100x8")
+    proc = nodus_env.popen(
+        "run", path, gpus="h100x8", PATH=f"{shim}{os.pathsep}{nodus_env.env['PATH']}"
+    )
     read_until(proc, "main | up")
-    time.sleep(0.7)  # several samples (every 0.2 s here), all idle
+    # Two readings ended since it runs (its sampler was there before it started): the
+    # stage has samples, all idle, however slow the machine.
+    before = _lines(calls)
+    deadline = time.monotonic() + 30
+    while _lines(calls) < before + 2:
+        assert time.monotonic() < deadline, "nodus read no GPU samples while it ran"
+        time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143, err
@@ -394,6 +412,11 @@ def test_a_run_cancelled_early_is_not_warned_that_its_gpus_stayed_idle(
     assert "stayed idle" not in err and "stayed idle" not in nodus_env.run("logs").stdout
     usage = nodus_env.runs()[0]["stages"][0]["gpu_usage"]
     assert usage["sampled"] and all(g["samples"] >= 1 for g in usage["gpus"])  # still kept
+
+
+def _lines(path: Path) -> int:
+    """How many lines ``path`` holds (0 while it does not exist)."""
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 # -- recovery ----------------------------------------------------------------------------
