@@ -39,6 +39,15 @@ def sleeper(seconds: float) -> str:
     return "slept"
 
 
+def until_let_go() -> str:
+    """Says "started", then waits until the test lets it go on (a file ``go`` in the run's
+    work folder): it still runs when the test looks, however slow the machine."""
+    print("started", flush=True)
+    while not os.path.exists(os.path.join(os.environ["NODUS_WORK_DIR"], "go")):
+        time.sleep(0.1)
+    return "slept"
+
+
 class NotFound(Exception):
     pass
 
@@ -266,9 +275,10 @@ def test_result_with_a_timeout_raises_and_the_call_goes_on(client: Client) -> No
 
 
 def test_the_functions_prints_are_the_runs_output_live(client: Client) -> None:
-    call = client.run(fn=sleeper, args=(3,), image=PY_IMAGE)
+    call = client.run(fn=until_let_go, image=PY_IMAGE)
     wait_for(lambda: "started" in call.logs(), timeout=60)
     assert not call.done() and call.running()
+    (client.home_folder / "work" / call.id / "go").touch()
     assert call.result(timeout=120) == "slept"
 
 

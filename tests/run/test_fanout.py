@@ -182,8 +182,10 @@ def test_stopping_a_fanout_leaves_nothing(nodus_env: Nodus, docker_client: Any, 
     name = f"fan-{how.replace(' ', '-')}"
     proc = nodus_env.popen("run", path, gpus="h100x8")
     read_until(proc, "| up")
-    time.sleep(0.5)
-    assert len(containers(docker_client, name)) >= 2
+    deadline = time.monotonic() + 30
+    while len(containers(docker_client, name)) < 2:
+        assert time.monotonic() < deadline, containers(docker_client, name)
+        time.sleep(0.1)
     if how == "ctrl-c":
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
