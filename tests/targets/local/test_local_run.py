@@ -344,16 +344,61 @@ def test_gpus_held_by_another_run_are_not_handed_out_twice(
     assert nodus_env.wait_done(holder_id)["status"] == "cancelled"
 
 
-def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(nodus_env: Nodus) -> None:
+class Readings:
+    """The stand-in nvidia-smi on a PATH of its own (:meth:`path`), each of its calls
+    counted as it ends: a test waits for nodus's GPU samples (:meth:`wait`) rather than
+    sleeping and hoping a loaded machine took them."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.calls, self.bin = tmp / "smi-calls", tmp / "smi-bin"
+        self.bin.mkdir()
+        smi = self.bin / "nvidia-smi"
+        smi.write_text(
+            f'#!/bin/sh\n"{FAKE_BIN}/nvidia-smi" "$@"\ncode=$?\necho >> "{self.calls}"\n'
+            "exit $code\n"
+        )
+        smi.chmod(0o755)
+
+    def path(self, env: Nodus) -> str:
+        return f"{self.bin}{os.pathsep}{env.env['PATH']}"
+
+    def count(self) -> int:
+        return len(self.calls.read_text().splitlines()) if self.calls.exists() else 0
+
+    def wait(self, more: int, timeout: float = 60) -> None:
+        """Until ``more`` readings ended from now on. Called once the stage runs (its
+        sampler is there before it starts), every one of them counted as its sample."""
+        wanted = self.count() + more
+        deadline = time.monotonic() + timeout
+        while self.count() < wanted:
+            assert time.monotonic() < deadline, f"{self.count()} of {wanted} GPU readings"
+            time.sleep(0.05)
+
+
+def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(
+    nodus_env: Nodus, tmp_path: Path
+) -> None:
     busy, idle = H100[:2]
     util = nodus_env.root / "util.txt"
     util.write_text(f"{busy}=87:30000\n", "utf-8")
-    path = nodus_env.write(workload("usage", "sleep 1", 'gpu = "H100"\ngpu_count = 2\n'))
-    done = nodus_env.run("run", path, gpus="h100x8", NODUS_FAKE_GPU_UTIL_FILE=str(util))
-    assert done.returncode == 0, done.stderr
-    used_line = next(line for line in done.stderr.splitlines() if "GPUs used:" in line)
+    readings = Readings(tmp_path)
+    command = f"echo up; {UNTIL_LET_GO}"
+    path = nodus_env.write(workload("usage", command, 'gpu = "H100"\ngpu_count = 2\n'))
+    proc = nodus_env.popen(
+        "run",
+        path,
+        gpus="h100x8",
+        NODUS_FAKE_GPU_UTIL_FILE=str(util),
+        PATH=readings.path(nodus_env),
+    )
+    read_until(proc, "main | up")
+    readings.wait(2)
+    nodus_env.let_go(nodus_env.runs()[0]["id"])
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    used_line = next(line for line in stderr.splitlines() if "GPUs used:" in line)
     assert busy in used_line and idle not in used_line
-    warning = next(line for line in done.stderr.splitlines() if "stayed idle" in line)
+    warning = next(line for line in stderr.splitlines() if "stayed idle" in line)
     assert "warning" in warning and idle in warning and busy not in warning
     usage = nodus_env.runs()[0]["stages"][0]["gpu_usage"]
     by_uuid = {g["uuid"]: g for g in usage["gpus"]}
@@ -362,18 +407,30 @@ def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(nodus_env: Nodus) -> 
 
 
 def test_gpu_use_over_time_is_kept_for_the_run_and_read_through_the_api(
-    nodus_env: Nodus,
+    nodus_env: Nodus, tmp_path: Path
 ) -> None:
     busy, idle = H100[:2]
     util = nodus_env.root / "util.txt"
     util.write_text(f"{busy}=87:30000\n", "utf-8")
-    path = nodus_env.write(workload("curve", "sleep 1.5", 'gpu = "H100"\ngpu_count = 2\n'))
-    done = nodus_env.run("run", path, gpus="h100x8", NODUS_FAKE_GPU_UTIL_FILE=str(util))
-    assert done.returncode == 0, done.stderr
+    readings = Readings(tmp_path)
+    command = f"echo up; {UNTIL_LET_GO}"
+    path = nodus_env.write(workload("curve", command, 'gpu = "H100"\ngpu_count = 2\n'))
+    proc = nodus_env.popen(
+        "run",
+        path,
+        gpus="h100x8",
+        NODUS_FAKE_GPU_UTIL_FILE=str(util),
+        PATH=readings.path(nodus_env),
+    )
+    read_until(proc, "main | up")
+    readings.wait(4)
+    nodus_env.let_go(nodus_env.runs()[0]["id"])
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
     with Client(home=nodus_env.home) as client:
         samples = client.newest().gpu_samples()
     by_gpu = {u: [s for s in samples if s.uuid == u] for u in (busy, idle)}
-    assert len(by_gpu[busy]) >= 3 and len(by_gpu[idle]) >= 3  # every 0.2 s for 1.5 s
+    assert len(by_gpu[busy]) >= 3 and len(by_gpu[idle]) >= 3  # one a reading while it ran
     assert {s.utilization for s in by_gpu[busy]} == {87}
     assert {s.memory_used_mib for s in by_gpu[busy]} == {30000}
     assert {s.utilization for s in by_gpu[idle]} == {0}
@@ -386,25 +443,11 @@ def test_a_run_cancelled_early_is_not_warned_that_its_gpus_stayed_idle(
     nodus_env: Nodus, tmp_path: Path
 ) -> None:
     # Stopped by nodus after a moment, it had no time to use them: no verdict on their use.
-    # Each reading of the GPUs (the stand-in nvidia-smi) is counted as it ends.
-    calls, shim = tmp_path / "smi-calls", tmp_path / "shim"
-    shim.mkdir()
-    (shim / "nvidia-smi").write_text(
-        f'#!/bin/sh\n"{FAKE_BIN}/nvidia-smi" "$@"\ncode=$?\necho >> "{calls}"\nexit $code\n'
-    )
-    (shim / "nvidia-smi").chmod(0o755)
+    readings = Readings(tmp_path)
     path = nodus_env.write(workload("early", "echo up; sleep 30", 'gpu = "H100"\ngpu_count = 2\n'))
-    proc = nodus_env.popen(
-        "run", path, gpus="h100x8", PATH=f"{shim}{os.pathsep}{nodus_env.env['PATH']}"
-    )
+    proc = nodus_env.popen("run", path, gpus="h100x8", PATH=readings.path(nodus_env))
     read_until(proc, "main | up")
-    # Two readings ended since it runs (its sampler was there before it started): the
-    # stage has samples, all idle, however slow the machine.
-    before = _lines(calls)
-    deadline = time.monotonic() + 30
-    while _lines(calls) < before + 2:
-        assert time.monotonic() < deadline, "nodus read no GPU samples while it ran"
-        time.sleep(0.05)
+    readings.wait(2)  # a sample or two, all idle, however slow the machine
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143, err
@@ -412,11 +455,6 @@ def test_a_run_cancelled_early_is_not_warned_that_its_gpus_stayed_idle(
     assert "stayed idle" not in err and "stayed idle" not in nodus_env.run("logs").stdout
     usage = nodus_env.runs()[0]["stages"][0]["gpu_usage"]
     assert usage["sampled"] and all(g["samples"] >= 1 for g in usage["gpus"])  # still kept
-
-
-def _lines(path: Path) -> int:
-    """How many lines ``path`` holds (0 while it does not exist)."""
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 # -- recovery ----------------------------------------------------------------------------
