@@ -41,6 +41,10 @@ FAKES = REPO / "tests" / "fakes"
 FAKE_BIN = FAKES / "bin"
 IMAGE = "nodus-test/busybox:1"
 CUDA_IMAGE = "nodus-test/cuda:12.4.1-runtime"
+#: A command that waits until the test lets the run go on (:meth:`Nodus.let_go`): it holds
+#: its GPUs, or stays running, until the test has seen what it waits to see, however slow
+#: the machine (a command that sleeps a few seconds may end first on a loaded one).
+UNTIL_LET_GO = "until test -e $NODUS_WORK_DIR/go; do sleep 0.1; done"
 LABEL_RUN = "nodus.run"
 #: Networks the engine or Swarm creates by itself.
 SYSTEM_NETWORKS = {"bridge", "host", "none", "ingress", "docker_gwbridge"}
@@ -305,6 +309,10 @@ class Nodus:
                 raise AssertionError(f"run {run_id} still running after {timeout} s")
             time.sleep(0.1)
         return self.record(run_id)
+
+    def let_go(self, run_id: str) -> None:
+        """Let run ``run_id``'s command that waits in :data:`UNTIL_LET_GO` go on."""
+        (self.home / "work" / run_id / "go").touch()
 
     def stop(self, run_id: str) -> None:
         """SIGTERM a background run's process (a detached run's own cancel)."""

@@ -39,6 +39,20 @@ def sleeper(seconds: float) -> str:
     return "slept"
 
 
+def until_let_go() -> str:
+    """Says "started", then waits until the test lets it go on (a file /tmp/go that the
+    test makes in its container): it still runs when the test looks, however slow the
+    machine. It gives up after 100 s, saying so."""
+    print("started", flush=True)
+    deadline = time.monotonic() + 100
+    while not os.path.exists("/tmp/go"):
+        if time.monotonic() > deadline:
+            return "never let go"
+        time.sleep(0.1)
+    os.remove("/tmp/go")  # the warm worker's next call waits again
+    return "slept"
+
+
 class NotFound(Exception):
     pass
 
@@ -265,10 +279,12 @@ def test_result_with_a_timeout_raises_and_the_call_goes_on(client: Client) -> No
     assert call.result(timeout=120) == "slept"
 
 
-def test_the_functions_prints_are_the_runs_output_live(client: Client) -> None:
-    call = client.run(fn=sleeper, args=(3,), image=PY_IMAGE)
+def test_the_functions_prints_are_the_runs_output_live(client: Client, docker_client: Any) -> None:
+    call = client.run(fn=until_let_go, image=PY_IMAGE)
     wait_for(lambda: "started" in call.logs(), timeout=60)
     assert not call.done() and call.running()
+    (worker,) = docker_client.containers.list(filters={"label": f"nodus.home={client.home_folder}"})
+    assert worker.exec_run(["touch", "/tmp/go"]).exit_code == 0
     assert call.result(timeout=120) == "slept"
 
 

@@ -185,9 +185,14 @@ def test_the_monthly_limit_stops_a_run(nodus_env: Nodus, docker_client: Any) -> 
 
 
 def _two_detached(env: Nodus, extra: str) -> list[tuple[int, str, str]]:
-    """Start two detached runs at the same moment; their (exit code, stdout, stderr)."""
+    """Start two detached runs at the same moment, each of ten minutes unless something
+    stops it; their (exit code, stdout, stderr)."""
     procs = [
-        env.popen("run", "--detach", env.write(workload(name, extra=extra), f"{name}.toml"))
+        env.popen(
+            "run",
+            "--detach",
+            env.write(workload(name, "echo start; sleep 600", extra), f"{name}.toml"),
+        )
         for name in ("first", "second")
     ]
     found = []
@@ -197,7 +202,7 @@ def _two_detached(env: Nodus, extra: str) -> list[tuple[int, str, str]]:
     return found
 
 
-def _wait_all(env: Nodus, timeout: float = 30) -> list[dict[str, Any]]:
+def _wait_all(env: Nodus, timeout: float = 120) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while any(env.db_status(r["id"])[0] in ("pending", "running") for r in env.runs()):
         assert time.monotonic() < deadline, "runs still going"
@@ -214,7 +219,7 @@ def test_two_detached_runs_that_together_pass_the_daily_limit_never_both_run_pas
     for code, _out, err in _two_detached(nodus_env, ""):
         assert code == 0, err
     runs = _wait_all(nodus_env)
-    assert time.monotonic() - started < 20  # each alone would run 30 s
+    assert time.monotonic() - started < 90  # each alone would run 10 minutes
     assert len(runs) == 2
     assert {r["status"] for r in runs} == {"budget_exhausted"}  # both stopped
     for r in runs:

@@ -152,13 +152,13 @@ def test_the_budget_stops_every_task(nodus_env: Nodus, docker_client: Any) -> No
             "fan-budget",
             6,
             "budget = 1.0\n[requirements]\ncpu = 0.1\nmemory_gb = 0.1\n",
-            "echo started; sleep 60",
+            "echo started; sleep 600",
         )
     )
     started = time.monotonic()
     done = nodus_env.run("run", path, timeout=120)
     assert done.returncode == 4, done.stderr
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 100  # the budget stopped them, long before their end
     run = nodus_env.runs()[0]
     assert run["status"] == "budget_exhausted"
     statuses = Counter(
@@ -182,8 +182,10 @@ def test_stopping_a_fanout_leaves_nothing(nodus_env: Nodus, docker_client: Any, 
     name = f"fan-{how.replace(' ', '-')}"
     proc = nodus_env.popen("run", path, gpus="h100x8")
     read_until(proc, "| up")
-    time.sleep(0.5)
-    assert len(containers(docker_client, name)) >= 2
+    deadline = time.monotonic() + 30
+    while len(containers(docker_client, name)) < 2:
+        assert time.monotonic() < deadline, containers(docker_client, name)
+        time.sleep(0.1)
     if how == "ctrl-c":
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)

@@ -34,6 +34,8 @@ from docker_support import (  # noqa: F401 - fixtures
     read_until,
 )
 
+from nodus_cli.records.process import process_alive
+
 pytestmark = pytest.mark.docker
 
 IMAGE = "nodus-test/busybox:1"
@@ -98,8 +100,9 @@ def test_a_killed_detached_supervisor_is_noticed(nodus_env: Nodus, docker_client
     assert started.returncode == 0, started.stderr
     run_id = started.stdout.strip()
     wait_for(lambda: containers(docker_client, "killed-detached"), what="the container")
-    os.kill(supervisor(nodus_env, run_id), signal.SIGKILL)
-    time.sleep(0.2)
+    pid = supervisor(nodus_env, run_id)
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not process_alive(pid, None), what=f"process {pid} gone (or a zombie)")
     logs = nodus_env.run("logs", run_id)  # any command that reads the records
     assert logs.returncode == 0
     assert "ended without recording an outcome" in logs.stderr

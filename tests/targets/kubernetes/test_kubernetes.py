@@ -143,7 +143,10 @@ def test_a_run_is_a_job_queued_with_the_schedulers_words_then_followed_to_its_en
         time.sleep(0.3)
     assert runs[0]["status"] == "queued", runs
     kube_emulator.run_pod(pod, "gpu-h100", log="epoch 1\n")
-    time.sleep(1.5)
+    deadline = time.monotonic() + 30
+    while kube_emulator.log_bytes(pod) < len("epoch 1\n"):  # followed while it runs
+        assert time.monotonic() < deadline, "nodus never read the running pod's log"
+        time.sleep(0.1)
     kube_emulator.end_pod(pod, 0, log="epoch 1\nepoch 2\ndone\n")
     code, out = finish(proc)
     assert code == 0, out
@@ -176,7 +179,7 @@ def test_a_pods_log_is_followed_as_a_stream_not_read_again_at_each_look(
         time.sleep(0.8)
         log += f"late {late}\n"
         kube_emulator.write_log(pod, log)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while "main | late 3\n" not in shown and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "main | late 3\n" in shown  # arrived while the pod still runs
@@ -422,6 +425,14 @@ def _pods_by_index(kube: KubeEmulator, count: int, timeout: float = 30) -> dict[
     raise AssertionError(f"not {count} pods of the Indexed Job: {kube.pods()}")
 
 
+def _tasks(nodus: Nodus) -> list[dict[str, Any]]:
+    """The tasks of the newest run's first stage, as nodus recorded them."""
+    done = nodus.run("runs", nodus.runs()[0]["id"], "--json")
+    assert done.returncode == 0, done.stderr
+    tasks: list[dict[str, Any]] = json.loads(done.stdout)["stages"][0]["tasks"]
+    return tasks
+
+
 def _config_maps(kube: KubeEmulator) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = kube.call("GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps")[
         "items"
@@ -457,7 +468,9 @@ def test_a_fan_out_stage_is_one_indexed_job_each_item_followed_and_retried_on_it
     while nodus.runs()[0]["status"] != "queued":
         assert time.monotonic() < deadline, nodus.runs()
         time.sleep(0.3)
-    time.sleep(1.5)  # a few looks: nodus reads the scheduler's words
+    while "the scheduler says" not in (_tasks(nodus)[0]["message"] or ""):  # nodus read them
+        assert time.monotonic() < deadline, _tasks(nodus)
+        time.sleep(0.3)
     kube_emulator.run_pod(pods[1], "gpu-a100", log="b\n")
     kube_emulator.patch_pod(
         pods[1], {"status": {"phase": "Failed", "reason": "Evicted", "message": "low on memory"}}
@@ -733,7 +746,8 @@ def test_a_task_pays_the_share_of_its_node_that_it_holds(
     proc = nodus.popen("run", path, "--target", "kubernetes")
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.run_pod(pod, "gpu-l4")  # 8 CPUs at $2.00 an hour: 4 such tasks at once
-    time.sleep(2)
+    nodus.wait_for("the run running", lambda r: r["status"] == "running")  # its clock starts
+    time.sleep(1)
     kube_emulator.end_pod(pod, 0)
     rc, out = finish(proc)
     assert rc == 0, out

@@ -147,7 +147,8 @@ def test_a_run_on_a_node_of_a_catalog_instance_type_costs_its_catalog_price(
     )
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.run_pod(pod, "p4d-eu")  # the scheduler's choice: the eu-west-1 node
-    time.sleep(2)
+    nodus.wait_for("the run running", lambda r: r["status"] == "running")  # its clock starts
+    time.sleep(1)
     kube_emulator.end_pod(pod, 0)
     code, out = finish(proc)
     assert code == 0, out
@@ -169,7 +170,7 @@ def test_a_run_that_may_land_on_a_node_without_a_price_says_its_cost_is_unknown(
     proc = nodus.popen("run", nodus.workload("train", gpu="L4", count=1), "--target", "kubernetes")
     pod = kube_emulator.wait_pod()["metadata"]["name"]
     kube_emulator.run_pod(pod, "gpu-l4")
-    time.sleep(1.5)  # nodus sees it run on the node
+    nodus.wait_for("the run running", lambda r: r["status"] == "running")  # seen on the node
     kube_emulator.end_pod(pod, 0)
     code, out = finish(proc)
     assert code == 0, out

@@ -10,15 +10,19 @@ checks that the engine is as clean after it as before.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from docker_support import (  # noqa: F401 - fixtures
     CUDA_IMAGE,
+    FAKE_BIN,
     IMAGE,
+    UNTIL_LET_GO,
     Nodus,
     docker_client,
     engine_clean,
@@ -103,16 +107,15 @@ command = "echo dir=$NODUS_WORK_DIR; cat $NODUS_WORK_DIR/data.txt"
 
 
 def test_output_streams_live_with_the_stage_name(nodus_env: Nodus) -> None:
-    path = nodus_env.write(workload("live", "echo early; echo to-stderr >&2; sleep 3; echo late"))
-    started = time.monotonic()
-    proc = nodus_env.popen("run", path)
-    seen_early, _ = read_until(proc, "main | early")
+    command = f"echo early; echo to-stderr >&2; {UNTIL_LET_GO}; echo late"
+    proc = nodus_env.popen("run", nodus_env.write(workload("live", command)))
+    # the first line arrives while the stage still runs (it waits for the test), not at the end
+    read_until(proc, "main | early")
+    assert proc.poll() is None
+    nodus_env.let_go(nodus_env.runs()[0]["id"])
     rest, err = proc.communicate(timeout=60)
-    ended = time.monotonic()
     assert proc.returncode == 0, err
     assert "main | late" in rest
-    # the first line arrived while the stage was still sleeping, not at the end
-    assert ended - seen_early > 2.0, (seen_early - started, ended - started)
     # the container's stderr goes to stderr, with the stage name too
     assert "main | to-stderr" in err
     assert "to-stderr" not in rest
@@ -341,16 +344,61 @@ def test_gpus_held_by_another_run_are_not_handed_out_twice(
     assert nodus_env.wait_done(holder_id)["status"] == "cancelled"
 
 
-def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(nodus_env: Nodus) -> None:
+class Readings:
+    """The stand-in nvidia-smi on a PATH of its own (:meth:`path`), each of its calls
+    counted as it ends: a test waits for nodus's GPU samples (:meth:`wait`) rather than
+    sleeping and hoping a loaded machine took them."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.calls, self.bin = tmp / "smi-calls", tmp / "smi-bin"
+        self.bin.mkdir()
+        smi = self.bin / "nvidia-smi"
+        smi.write_text(
+            f'#!/bin/sh\n"{FAKE_BIN}/nvidia-smi" "$@"\ncode=$?\necho >> "{self.calls}"\n'
+            "exit $code\n"
+        )
+        smi.chmod(0o755)
+
+    def path(self, env: Nodus) -> str:
+        return f"{self.bin}{os.pathsep}{env.env['PATH']}"
+
+    def count(self) -> int:
+        return len(self.calls.read_text().splitlines()) if self.calls.exists() else 0
+
+    def wait(self, more: int, timeout: float = 60) -> None:
+        """Until ``more`` readings ended from now on. Called once the stage runs (its
+        sampler is there before it starts), every one of them counted as its sample."""
+        wanted = self.count() + more
+        deadline = time.monotonic() + timeout
+        while self.count() < wanted:
+            assert time.monotonic() < deadline, f"{self.count()} of {wanted} GPU readings"
+            time.sleep(0.05)
+
+
+def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(
+    nodus_env: Nodus, tmp_path: Path
+) -> None:
     busy, idle = H100[:2]
     util = nodus_env.root / "util.txt"
     util.write_text(f"{busy}=87:30000\n", "utf-8")
-    path = nodus_env.write(workload("usage", "sleep 1", 'gpu = "H100"\ngpu_count = 2\n'))
-    done = nodus_env.run("run", path, gpus="h100x8", NODUS_FAKE_GPU_UTIL_FILE=str(util))
-    assert done.returncode == 0, done.stderr
-    used_line = next(line for line in done.stderr.splitlines() if "GPUs used:" in line)
+    readings = Readings(tmp_path)
+    command = f"echo up; {UNTIL_LET_GO}"
+    path = nodus_env.write(workload("usage", command, 'gpu = "H100"\ngpu_count = 2\n'))
+    proc = nodus_env.popen(
+        "run",
+        path,
+        gpus="h100x8",
+        NODUS_FAKE_GPU_UTIL_FILE=str(util),
+        PATH=readings.path(nodus_env),
+    )
+    read_until(proc, "main | up")
+    readings.wait(2)
+    nodus_env.let_go(nodus_env.runs()[0]["id"])
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    used_line = next(line for line in stderr.splitlines() if "GPUs used:" in line)
     assert busy in used_line and idle not in used_line
-    warning = next(line for line in done.stderr.splitlines() if "stayed idle" in line)
+    warning = next(line for line in stderr.splitlines() if "stayed idle" in line)
     assert "warning" in warning and idle in warning and busy not in warning
     usage = nodus_env.runs()[0]["stages"][0]["gpu_usage"]
     by_uuid = {g["uuid"]: g for g in usage["gpus"]}
@@ -359,18 +407,30 @@ def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(nodus_env: Nodus) -> 
 
 
 def test_gpu_use_over_time_is_kept_for_the_run_and_read_through_the_api(
-    nodus_env: Nodus,
+    nodus_env: Nodus, tmp_path: Path
 ) -> None:
     busy, idle = H100[:2]
     util = nodus_env.root / "util.txt"
     util.write_text(f"{busy}=87:30000\n", "utf-8")
-    path = nodus_env.write(workload("curve", "sleep 1.5", 'gpu = "H100"\ngpu_count = 2\n'))
-    done = nodus_env.run("run", path, gpus="h100x8", NODUS_FAKE_GPU_UTIL_FILE=str(util))
-    assert done.returncode == 0, done.stderr
+    readings = Readings(tmp_path)
+    command = f"echo up; {UNTIL_LET_GO}"
+    path = nodus_env.write(workload("curve", command, 'gpu = "H100"\ngpu_count = 2\n'))
+    proc = nodus_env.popen(
+        "run",
+        path,
+        gpus="h100x8",
+        NODUS_FAKE_GPU_UTIL_FILE=str(util),
+        PATH=readings.path(nodus_env),
+    )
+    read_until(proc, "main | up")
+    readings.wait(4)
+    nodus_env.let_go(nodus_env.runs()[0]["id"])
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
     with Client(home=nodus_env.home) as client:
         samples = client.newest().gpu_samples()
     by_gpu = {u: [s for s in samples if s.uuid == u] for u in (busy, idle)}
-    assert len(by_gpu[busy]) >= 3 and len(by_gpu[idle]) >= 3  # every 0.2 s for 1.5 s
+    assert len(by_gpu[busy]) >= 3 and len(by_gpu[idle]) >= 3  # one a reading while it ran
     assert {s.utilization for s in by_gpu[busy]} == {87}
     assert {s.memory_used_mib for s in by_gpu[busy]} == {30000}
     assert {s.utilization for s in by_gpu[idle]} == {0}
@@ -380,13 +440,14 @@ def test_gpu_use_over_time_is_kept_for_the_run_and_read_through_the_api(
 
 
 def test_a_run_cancelled_early_is_not_warned_that_its_gpus_stayed_idle(
-    nodus_env: Nodus,
+    nodus_env: Nodus, tmp_path: Path
 ) -> None:
     # Stopped by nodus after a moment, it had no time to use them: no verdict on their use.
+    readings = Readings(tmp_path)
     path = nodus_env.write(workload("early", "echo up; sleep 30", 'gpu = "H100"\ngpu_count = 2\n'))
-    proc = nodus_env.popen("run", path, gpus="h100x8")
+    proc = nodus_env.popen("run", path, gpus="h100x8", PATH=readings.path(nodus_env))
     read_until(proc, "main | up")
-    time.sleep(0.7)  # several samples (every 0.2 s here), all idle
+    readings.wait(2)  # a sample or two, all idle, however slow the machine
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143, err
@@ -569,15 +630,17 @@ def test_rerun_runs_the_recorded_workload_again(nodus_env: Nodus) -> None:
 
 
 def test_detach_returns_the_id_quickly_and_the_run_completes(nodus_env: Nodus) -> None:
-    path = nodus_env.write(workload("background", "echo begun; sleep 2; echo finished"))
+    command = f"echo begun; {UNTIL_LET_GO}; echo finished"  # runs until the test lets it go
+    path = nodus_env.write(workload("background", command))
     started = time.monotonic()
     done = nodus_env.run("run", "--detach", path)
     took = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.strip()
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", run_id), done.stdout
-    assert took < 6, took
+    assert took < 30, took  # it did not wait for the run, which has not ended
     assert nodus_env.db_status(run_id)[0] == "running"
+    nodus_env.let_go(run_id)
     record = nodus_env.wait_done(run_id, timeout=30)
     assert record["status"] == "succeeded" and record["exit_code"] == 0
     log = nodus_env.run("logs", run_id).stdout

@@ -23,6 +23,7 @@ from docker_support import (  # noqa: F401 - fixtures
     FAKE_BIN,
     IMAGE,
     REPO,
+    UNTIL_LET_GO,
     Nodus,
     docker_client,
     engine_clean,
@@ -30,6 +31,8 @@ from docker_support import (  # noqa: F401 - fixtures
     read_until,
     uuids_of,
 )
+
+from nodus_cli.records.process import process_alive
 
 pytestmark = pytest.mark.docker
 
@@ -64,10 +67,10 @@ def queued_entries(client: Any) -> list[Any]:
     return client.containers.list(all=True, filters={"label": "nodus.queue"})
 
 
-def hold(env: Nodus, seconds: float) -> tuple[str, Path]:
-    """A detached run holding both RTX 4090 for ``seconds``, stamping its end."""
+def hold(env: Nodus) -> tuple[str, Path]:
+    """A detached run holding both RTX 4090 until the test lets it go on, stamping its end."""
     path = env.write(
-        workload("holder", f"sleep {seconds:g}; {STAMP}", 'gpu = "RTX 4090"\ngpu_count = 2\n'),
+        workload("holder", f"{UNTIL_LET_GO}; {STAMP}", 'gpu = "RTX 4090"\ngpu_count = 2\n'),
         "hold.toml",
     )
     run_id = detach(env, path, "rtx4090x2")
@@ -77,8 +80,8 @@ def hold(env: Nodus, seconds: float) -> tuple[str, Path]:
 
 @pytest.fixture
 def holder(nodus_env: Nodus) -> Iterator[tuple[str, Path]]:
-    """Both RTX 4090 held for 3 s."""
-    run_id, path = hold(nodus_env, 3)
+    """Both RTX 4090 held until the test lets the holder go on (:meth:`Nodus.let_go`)."""
+    run_id, path = hold(nodus_env)
     yield run_id, path
     nodus_env.stop(run_id)
 
@@ -93,7 +96,10 @@ def test_a_second_run_waits_says_for_whom_and_starts_once_they_are_free(
         )
     )
     proc = nodus_env.popen("run", path, gpus="rtx4090x2")
-    _, stderr = proc.communicate(timeout=60)
+    said = read_until_stderr(proc, "queued, 1st in line")
+    nodus_env.let_go(holder_id)
+    _, rest = proc.communicate(timeout=60)
+    stderr = said + rest
     assert proc.returncode == 0, stderr
     assert (
         f"stage main: queued, 1st in line for 2× RTX 4090 (held by run {holder_id} since" in stderr
@@ -139,7 +145,7 @@ def test_wait_timeout_gives_up_with_exit_3_and_says_what_it_waited_for(
 def test_stop_ctrl_c_and_a_killed_supervisor_end_a_queued_run_cancelled(
     nodus_env: Nodus, docker_client: Any
 ) -> None:
-    holder_id, path = hold(nodus_env, 60)
+    holder_id, path = hold(nodus_env)
     # nodus stop
     stopped = detach(nodus_env, path, "rtx4090x2")
     wait_status(nodus_env, stopped, "queued")
@@ -157,8 +163,12 @@ def test_stop_ctrl_c_and_a_killed_supervisor_end_a_queued_run_cancelled(
     wait_status(nodus_env, killed, "queued")
     shown = json.loads(nodus_env.run("runs", "--json", killed).stdout)
     assert shown["status"] == "queued" and shown["stages"][0]["status"] == "queued"
-    os.kill(_pid(nodus_env, killed), signal.SIGKILL)
-    time.sleep(0.3)
+    pid = _pid(nodus_env, killed)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while process_alive(pid, None):  # as nodus sees it: gone, or a zombie
+        assert time.monotonic() < deadline, f"process {pid} lives on after SIGKILL"
+        time.sleep(0.05)
     found = nodus_env.run("runs")
     assert "while it waited in the queue for GPUs; nothing had started" in found.stderr
     ended = nodus_env.record(killed)
@@ -172,12 +182,15 @@ def test_stop_ctrl_c_and_a_killed_supervisor_end_a_queued_run_cancelled(
     nodus_env.stop(holder_id)
 
 
-def read_until_stderr(proc: subprocess.Popen[str], needle: str, timeout: float = 30) -> None:
+def read_until_stderr(proc: subprocess.Popen[str], needle: str, timeout: float = 30) -> str:
+    """What ``proc`` wrote on stderr up to the line with ``needle``, that line included."""
     assert proc.stderr is not None
     deadline = time.monotonic() + timeout
+    said = ""
     for line in iter(proc.stderr.readline, ""):
+        said += line
         if needle in line:
-            return
+            return said
         assert time.monotonic() < deadline
     raise AssertionError(f"{needle!r} never came")
 
@@ -203,6 +216,7 @@ def test_a_larger_earlier_request_is_never_overtaken_and_priority_goes_first(
     wait_status(nodus_env, b, "queued")
     c = detach(nodus_env, one, "rtx4090x2")
     wait_status(nodus_env, c, "queued")
+    nodus_env.let_go(holder_id)
     for run_id in (holder_id, b, c):
         assert nodus_env.wait_done(run_id, timeout=60)["status"] == "succeeded"
     _, b_end = stamps(nodus_env.run("logs", b).stdout)
@@ -213,7 +227,9 @@ def test_a_larger_earlier_request_is_never_overtaken_and_priority_goes_first(
 
 
 def test_a_higher_priority_queued_later_starts_first(nodus_env: Nodus) -> None:
-    hold = nodus_env.write(workload("hold-l4", f"sleep 6; {STAMP}", 'gpu = "L4"\n'), "h.toml")
+    hold = nodus_env.write(
+        workload("hold-l4", f"{UNTIL_LET_GO}; {STAMP}", 'gpu = "L4"\n'), "h.toml"
+    )
     low = nodus_env.write(
         workload("low", f"{STAMP}; sleep 1", 'gpu = "L4"\npriority = 10\n'), "l.toml"
     )
@@ -227,6 +243,7 @@ def test_a_higher_priority_queued_later_starts_first(nodus_env: Nodus) -> None:
     listed = nodus_env.run("runs").stdout
     assert f"{c}: main: queued, 1st in line (held by run {a} since" in listed
     assert f"{b}: main: queued, 2nd in line (held by run {a} since" in listed
+    nodus_env.let_go(a)
     for run_id in (a, b, c):
         assert nodus_env.wait_done(run_id, timeout=60)["status"] == "succeeded"
     (b_start,) = stamps(nodus_env.run("logs", b).stdout)
@@ -279,29 +296,50 @@ def test_queued_time_costs_nothing_and_a_limit_reached_meanwhile_stops_it_when_i
 
 
 def test_budget_clock_does_not_count_the_wait(nodus_env: Nodus, holder: tuple[str, Path]) -> None:
+    holder_id, _ = holder
     nodus_env.set_price(3600.0)  # $1 a second; the holder ran before the price was set
     path = nodus_env.write(
         workload("budgeted", "sleep 1", 'gpu = "RTX 4090"\ngpu_count = 2\nbudget = 2.5\n')
     )
-    done = nodus_env.run("run", path, gpus="rtx4090x2", timeout=60)
-    assert done.returncode == 0, done.stderr  # queued ~3 s, ran ~1 s: $1, under $2.50
-    assert "queued, 1st in line" in done.stderr
+    proc = nodus_env.popen("run", path, gpus="rtx4090x2")
+    read_until_stderr(proc, "queued, 1st in line")
+    time.sleep(3)  # queued 3 s more: $3 had the wait counted
+    nodus_env.let_go(holder_id)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err  # queued over 3 s, ran ~1 s: $1, under $2.50
     assert 0.5 < nodus_env.runs()[0]["cost"] < 2.5
 
 
 def test_a_second_fanout_interleaves_with_the_first(nodus_env: Nodus) -> None:
     many = workload(
-        "many", f"sleep 1; {STAMP}", 'gpu = "RTX 4090"\n[map]\nitems = [1, 2, 3, 4, 5, 6, 7, 8]\n'
+        "many",
+        f"{UNTIL_LET_GO}; sleep 1; {STAMP}",
+        'gpu = "RTX 4090"\n[map]\nitems = [1, 2, 3, 4, 5, 6, 7, 8]\n',
     )
     few = workload("few", STAMP, 'gpu = "RTX 4090"\n[map]\nitems = ["a", "b"]\n')
     first = nodus_env.popen("run", nodus_env.write(many, "many.toml"), gpus="rtx4090x2")
-    time.sleep(2.0)
-    second = nodus_env.run("run", nodus_env.write(few, "few.toml"), gpus="rtx4090x2", timeout=90)
-    assert second.returncode == 0, second.stderr
+    # Its first items hold both GPUs until the second run waits behind them.
+    many_id = _run_of(nodus_env, "many", "running")
+    second = nodus_env.popen("run", nodus_env.write(few, "few.toml"), gpus="rtx4090x2")
+    _run_of(nodus_env, "few", "queued")
+    nodus_env.let_go(many_id)
+    second_out, second_err = second.communicate(timeout=90)
+    assert second.returncode == 0, second_err
     out, err = first.communicate(timeout=90)
     assert first.returncode == 0, err
     last_of_many = max(stamps(out))
-    assert max(stamps(second.stdout)) < last_of_many  # it did not wait for the whole map
+    assert max(stamps(second_out)) < last_of_many  # it did not wait for the whole map
+
+
+def _run_of(env: Nodus, name: str, status: str, timeout: float = 60) -> str:
+    """The id of the run of workload ``name`` once it is ``status``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [r for r in env.runs() if r["workload"] == name]
+        if found and found[0]["status"] == status:
+            return str(found[0]["id"])
+        assert time.monotonic() < deadline, f"no run of {name} {status}: {found}"
+        time.sleep(0.2)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs the second run as another user (needs root)")

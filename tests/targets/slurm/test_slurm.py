@@ -25,6 +25,10 @@ from slurm_support import SlurmCluster, slurm_cluster  # noqa: F401 - fixture
 pytestmark = [pytest.mark.slurm, pytest.mark.docker]
 
 IMAGE = "nodus-test/busybox:1"
+#: A command that waits until the test lets it go on (:meth:`Nodus.let_go`): what the test
+#: does to the job meanwhile lands while it runs, however slow the machine (a job that
+#: sleeps a few seconds may end first on a loaded one).
+UNTIL_LET_GO = "until test -e $NODUS_WORK_DIR/go; do sleep 0.2; done"
 
 
 class Nodus(NodusCommand):
@@ -39,6 +43,10 @@ class Nodus(NodusCommand):
 
     def target_environ(self) -> dict[str, str]:
         return self.cluster.environ()
+
+    def let_go(self, run_id: str) -> None:
+        """Let the commands of run ``run_id`` that wait in :data:`UNTIL_LET_GO` go on."""
+        (self.tmp / "work_root" / run_id / "work" / "go").touch()
 
 
 @pytest.fixture
@@ -286,13 +294,15 @@ def test_stop_cancels_the_job(nodus: Nodus, slurm_cluster: SlurmCluster) -> None
 def test_a_killed_nodus_leaves_the_job_running_and_the_next_command_reads_its_end(
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
-    proc = nodus.popen("run", nodus.workload("outlives", "sleep 4; exit 4"), "--target", "slurm")
+    workload = nodus.workload("outlives", f"{UNTIL_LET_GO}; exit 4")
+    proc = nodus.popen("run", workload, "--target", "slurm")
     run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
     job = run["stages"][0]["job_id"]
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     # The job is the cluster's: it goes on, and nodus does not cancel it meanwhile.
     assert nodus.runs()[0]["status"] == "running"
+    nodus.let_go(run["id"])
     assert _sacct(slurm_cluster, job) == "FAILED|4:0"
     ended = nodus.wait_for("its end recorded", lambda r: r["status"] != "running")
     assert (ended["status"], ended["exit_code"]) == ("failed", 4)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from slurm_support import SlurmCluster, slurm_cluster  # noqa: F401 - fixture
-from test_slurm import IMAGE, Nodus, nodus  # noqa: F401 - fixture
+from test_slurm import IMAGE, UNTIL_LET_GO, Nodus, nodus  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker]
 
@@ -32,9 +32,9 @@ def _fan(nodus: Nodus, name: str, command: str, items: list[str], extra: str = "
     return path
 
 
-#: A command whose first run lasts until it is preempted (two minutes: however slow the
-#: machine, `urgent` preempts it while it runs) and whose retry ends at once: the first
-#: leaves a mark in the run's shared work folder.
+#: A command whose first run lasts until it is preempted or requeued (two minutes: however
+#: slow the machine, the test's action lands while it runs) and whose retry ends at once:
+#: the first leaves a mark in the run's shared work folder.
 _UNTIL_RETRIED = "test -e $NODUS_WORK_DIR/{name} || {{ touch $NODUS_WORK_DIR/{name}; sleep 120; }}"
 
 
@@ -87,7 +87,7 @@ def test_a_fan_out_stage_is_one_job_array_with_each_items_variables_and_end(
 def test_a_killed_nodus_leaves_the_array_running_and_the_next_command_records_each_item(
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
-    path = _fan(nodus, "outlives", "sleep 6; test $NODUS_ITEM = a", ["a", "b"])
+    path = _fan(nodus, "outlives", f"{UNTIL_LET_GO}; test $NODUS_ITEM = a", ["a", "b"])
     proc = nodus.popen("run", path, "--target", "slurm")
     run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
     os.killpg(proc.pid, signal.SIGKILL)
@@ -96,6 +96,7 @@ def test_a_killed_nodus_leaves_the_array_running_and_the_next_command_records_ea
     array = tasks[0]["job_id"].split("_")[0]
     # What the cluster says of it meanwhile: the array's tasks as squeue has them.
     assert nodus.runs()[0]["cluster"].startswith(f"main: Slurm job array {array}: ")
+    nodus.let_go(run["id"])
     # The array is the cluster's: it goes on, and nodus does not cancel it meanwhile.
     assert _accounted(slurm_cluster, array, 2) == [
         f"{array}_0|COMPLETED|0:0",
@@ -131,7 +132,7 @@ def test_priority_below_the_default_reaches_the_job_as_nice(
 def test_a_job_slurm_requeues_is_said_and_retried_with_the_same_model_and_count(
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
-    workload = nodus.workload("bumped", "sleep 3", gpu="A100")
+    workload = nodus.workload("bumped", _UNTIL_RETRIED.format(name="ran"), gpu="A100")
     proc = nodus.popen("run", workload, "--target", "slurm", "--retries", "1")
     run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
     first = run["stages"][0]["job_id"]

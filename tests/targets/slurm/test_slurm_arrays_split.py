@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from slurm_support import SlurmCluster, slurm_cluster  # noqa: F401 - fixture
-from test_slurm import IMAGE, Nodus, nodus  # noqa: F401 - fixture
+from test_slurm import IMAGE, UNTIL_LET_GO, Nodus, nodus  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker]
 
@@ -107,7 +107,7 @@ def test_a_killed_nodus_leaves_every_array_running_and_the_next_command_records_
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
     # Without parallel both arrays (10 items and 2) are submitted at once.
-    path = _fan(nodus, "outlives", "sleep 3; test $NODUS_ITEM != i11", 12, None)
+    path = _fan(nodus, "outlives", f"{UNTIL_LET_GO}; test $NODUS_ITEM != i11", 12, None)
     proc = nodus.popen("run", path, "--target", "slurm")
     run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
     nodus.wait_for(
@@ -122,6 +122,7 @@ def test_a_killed_nodus_leaves_every_array_running_and_the_next_command_records_
     # What the cluster says of it meanwhile: both arrays, as squeue has them.
     said = nodus.runs()[0]["cluster"]
     assert said.startswith(f"main: Slurm job array {first}, {second}"), said
+    nodus.let_go(run["id"])
     ended = nodus.wait_for("its end recorded", lambda r: r["status"] != "running", timeout=120)
     assert (ended["status"], ended["exit_code"]) == ("failed", 1)
     assert (
@@ -158,11 +159,12 @@ def test_a_killed_nodus_whose_next_array_was_never_submitted_fails_those_items_i
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
     # parallel = 10 of 12: the second array waits until an item of the first one ends,
-    # and nodus is killed before.
-    proc = nodus.popen("run", _fan(nodus, "cut", "sleep 4", 12, 10), "--target", "slurm")
+    # and nodus is killed before (no item ends until the test lets them go on).
+    proc = nodus.popen("run", _fan(nodus, "cut", UNTIL_LET_GO, 12, 10), "--target", "slurm")
     run = nodus.wait_for("the run running", lambda r: r["status"] == "running")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
+    nodus.let_go(run["id"])
     ended = nodus.wait_for("its end recorded", lambda r: r["status"] != "running", timeout=120)
     tasks = _tasks(nodus, run["id"])
     (array,) = _arrays(tasks[:10])

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from slurm_support import SlurmCluster, slurm_cluster  # noqa: F401 - fixture
-from test_slurm import IMAGE, Nodus, nodus  # noqa: F401 - fixture
+from test_slurm import IMAGE, UNTIL_LET_GO, Nodus, nodus  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.slurm, pytest.mark.docker]
 
@@ -81,10 +81,12 @@ def test_a_partition_or_account_that_does_not_exist_is_one_line_and_nothing_is_q
 def test_a_node_drained_under_a_running_job_is_said_and_the_job_ends_as_slurm_ends_it(
     nodus: Nodus, slurm_cluster: SlurmCluster
 ) -> None:
-    proc = nodus.popen("run", nodus.workload("drained", "sleep 6; echo done"), "--target", "slurm")
+    workload = nodus.workload("drained", f"{UNTIL_LET_GO}; echo done")
+    proc = nodus.popen("run", workload, "--target", "slurm")
     run = _running(nodus, proc)
     job, node = run["stages"][0]["job_id"], run["stages"][0]["node"]
     slurm_cluster.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=disk swap")
+    nodus.let_go(run["id"])  # drained while the job runs
     try:
         out, _ = proc.communicate(timeout=120)
     finally:

@@ -900,14 +900,15 @@ def test_detached_gpu_run_service_spec_placement_and_records(
     file = gpu_workload(
         tmp_path,
         "cat /proc/1/environ | tr '\\0' '\\n' | grep DOCKER_RESOURCE; "
-        "echo shm=$(df -m /dev/shm | tail -1); sleep 4; echo done",
+        "echo shm=$(df -m /dev/shm | tail -1); "
+        "until test -e /tmp/go; do sleep 0.1; done; sleep 4; echo done",  # runs until let go
         "H100",
         2,
     )
     t0 = time.monotonic()
     started = nodus_swarm("run", file, "--target", "swarm", "--detach")
     assert started.returncode == 0, started.stderr
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 30  # it did not wait for the job, which waits for the test
     run_id = started.stdout.strip().splitlines()[-1]
 
     # The service as Swarm holds it, while the job runs.
@@ -942,6 +943,8 @@ def test_detached_gpu_run_service_spec_placement_and_records(
     listed = only_run(nodus_swarm)
     assert listed["id"] == run_id and listed["target"] == "swarm"
     assert "cluster" in listed and "main:" in listed["cluster"]
+    (container,) = docker("ps", "-q", "--filter", f"label=nodus.run={run_id}", worker=True).split()
+    docker("exec", container, "touch", "/tmp/go", worker=True)  # the job goes on to its end
 
     run = wait_ended(nodus_swarm)
     assert run["status"] == "succeeded" and run["exit_code"] == 0, run
@@ -1213,18 +1216,18 @@ def test_the_budget_stops_a_remote_stage(
     # $12.50/h on the worker: $0.003 lasts under a second.
     file = workload(
         tmp_path,
-        "command = \"trap 'exit 143' TERM; echo working; sleep 60 & wait\"\n"
+        "command = \"trap 'exit 143' TERM; echo working; sleep 600 & wait\"\n"
         'budget = 0.003\ngpu = "H100"\n[requirements]\ncpu = 0.25\nmemory_gb = 0.25\n',
     )
     t0 = time.monotonic()
     done = nodus_swarm("run", file, "--target", "swarm")
     assert done.returncode == 4, done.stderr
-    assert time.monotonic() - t0 < 20
+    assert time.monotonic() - t0 < 80  # the budget stopped it, long before its end
     assert "budget" in done.stderr
     run = only_run(nodus_swarm)
     assert run["status"] == "budget_exhausted" and run["stages"][0]["status"] == "budget_exhausted"
     assert cluster.service(run["id"]) == []
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while docker("ps", "-q", "--filter", f"label=nodus.run={run['id']}", worker=True).strip():
         assert time.monotonic() < deadline, "the stopped stage still runs on the worker"
         time.sleep(0.3)
@@ -1304,7 +1307,7 @@ def test_stages_sharing_a_worker_node_leave_nothing_there(
     assert docker("volume", "ls", "-q", "--filter", labelled, worker=True).strip() == ""
     # nodus removes the services; the worker's engine then removes their containers on
     # its own, a moment later (the manager forgets a task before its container is gone).
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while docker("ps", "-aq", "--filter", labelled, worker=True).strip():
         assert time.monotonic() < deadline, "the run's containers stay on the worker"
         time.sleep(0.2)
