@@ -375,27 +375,35 @@ class Readings:
             time.sleep(0.05)
 
 
-def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(
-    nodus_env: Nodus, tmp_path: Path
-) -> None:
-    busy, idle = H100[:2]
+def _sampled_run(nodus_env: Nodus, tmp_path: Path, name: str, readings: int) -> str:
+    """Run a stage on 2 of 8 stand-in H100s, of which the first reads busy (87 %, 30000 MiB)
+    and the second idle, until nvidia-smi has been read ``readings`` times while it ran;
+    the run's stderr."""
     util = nodus_env.root / "util.txt"
-    util.write_text(f"{busy}=87:30000\n", "utf-8")
-    readings = Readings(tmp_path)
+    util.write_text(f"{H100[0]}=87:30000\n", "utf-8")
+    calls = Readings(tmp_path)
     command = f"echo up; {UNTIL_LET_GO}"
-    path = nodus_env.write(workload("usage", command, 'gpu = "H100"\ngpu_count = 2\n'))
+    path = nodus_env.write(workload(name, command, 'gpu = "H100"\ngpu_count = 2\n'))
     proc = nodus_env.popen(
         "run",
         path,
         gpus="h100x8",
         NODUS_FAKE_GPU_UTIL_FILE=str(util),
-        PATH=readings.path(nodus_env),
+        PATH=calls.path(nodus_env),
     )
     read_until(proc, "main | up")
-    readings.wait(2)
+    calls.wait(readings)
     nodus_env.let_go(nodus_env.runs()[0]["id"])
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
+    return stderr
+
+
+def test_gpu_use_is_sampled_and_idle_gpus_are_warned_about(
+    nodus_env: Nodus, tmp_path: Path
+) -> None:
+    busy, idle = H100[:2]
+    stderr = _sampled_run(nodus_env, tmp_path, "usage", readings=2)
     used_line = next(line for line in stderr.splitlines() if "GPUs used:" in line)
     assert busy in used_line and idle not in used_line
     warning = next(line for line in stderr.splitlines() if "stayed idle" in line)
@@ -410,23 +418,7 @@ def test_gpu_use_over_time_is_kept_for_the_run_and_read_through_the_api(
     nodus_env: Nodus, tmp_path: Path
 ) -> None:
     busy, idle = H100[:2]
-    util = nodus_env.root / "util.txt"
-    util.write_text(f"{busy}=87:30000\n", "utf-8")
-    readings = Readings(tmp_path)
-    command = f"echo up; {UNTIL_LET_GO}"
-    path = nodus_env.write(workload("curve", command, 'gpu = "H100"\ngpu_count = 2\n'))
-    proc = nodus_env.popen(
-        "run",
-        path,
-        gpus="h100x8",
-        NODUS_FAKE_GPU_UTIL_FILE=str(util),
-        PATH=readings.path(nodus_env),
-    )
-    read_until(proc, "main | up")
-    readings.wait(4)
-    nodus_env.let_go(nodus_env.runs()[0]["id"])
-    _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+    _sampled_run(nodus_env, tmp_path, "curve", readings=4)
     with Client(home=nodus_env.home) as client:
         samples = client.newest().gpu_samples()
     by_gpu = {u: [s for s in samples if s.uuid == u] for u in (busy, idle)}
