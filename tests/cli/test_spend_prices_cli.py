@@ -6,31 +6,31 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
+import pytest
 from records_support import make_workload, priced_stage
 
 from nodus_cli.records import RunStatus, RunStore
 
+Done = CompletedProcess[str]
 
-def nodus(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NODUS_")}
+
+@pytest.fixture
+def spend(nodus: Callable[..., Done], tmp_path: Path) -> Callable[..., Done]:
+    """``nodus spend ARGS`` (conftest's ``nodus``) on the test's ``home`` and
+    configuration, without the developer's NODUS_* variables, wide enough that a table row
+    stays one line."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("NODUS_")}
     env.update(
-        NODUS_HOME=str(home),
-        NODUS_CONFIG=str(home.parent / "config.toml"),
+        NODUS_HOME=str(tmp_path / "home"),
+        NODUS_CONFIG=str(tmp_path / "config.toml"),
         NO_COLOR="1",
         COLUMNS="200",
     )
-    return subprocess.run(
-        [sys.executable, "-m", "nodus_cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    return lambda *args: nodus("spend", *args, env=env)
 
 
 def ended(store: RunStore, target: str, cost: float, known: bool | None) -> str:
@@ -42,7 +42,7 @@ def ended(store: RunStore, target: str, cost: float, known: bool | None) -> str:
 
 
 def test_spend_says_how_many_runs_cost_an_unknown_amount_and_how_to_price_them(
-    tmp_path: Path,
+    tmp_path: Path, spend: Callable[..., Done]
 ) -> None:
     home = tmp_path / "home"
     store = RunStore.open(home)
@@ -53,7 +53,7 @@ def test_spend_says_how_many_runs_cost_an_unknown_amount_and_how_to_price_them(
         ended(store, "slurm", 3.0, True)
     finally:
         store.close()
-    done = nodus(home, "spend")
+    done = spend()
     assert done.returncode == 0, done.stderr
     conf = tmp_path / "config.toml"
     assert (
@@ -66,7 +66,7 @@ def test_spend_says_how_many_runs_cost_an_unknown_amount_and_how_to_price_them(
     slurm = next(line for line in done.stdout.splitlines() if line.startswith("slurm"))
     assert "$3.00" in slurm and "unknown" not in slurm
 
-    doc = json.loads(nodus(home, "spend", "--json").stdout)
+    doc = json.loads(spend("--json").stdout)
     assert (doc["day"]["unknown_runs"], doc["month"]["unknown_runs"]) == (2, 2)
     assert doc["month"]["spent"] == 6.2  # what was priced still counts
     assert {t["target"]: t["unknown_runs"] for t in doc["targets"]} == {
@@ -76,14 +76,16 @@ def test_spend_says_how_many_runs_cost_an_unknown_amount_and_how_to_price_them(
     }
 
 
-def test_spend_says_nothing_of_unknown_costs_when_every_price_is_set(tmp_path: Path) -> None:
+def test_spend_says_nothing_of_unknown_costs_when_every_price_is_set(
+    tmp_path: Path, spend: Callable[..., Done]
+) -> None:
     home = tmp_path / "home"
     store = RunStore.open(home)
     try:
         ended(store, "slurm", 3.0, True)
     finally:
         store.close()
-    done = nodus(home, "spend")
+    done = spend()
     assert done.returncode == 0, done.stderr
     assert "price is not set" not in done.stdout and "unknown" not in done.stdout
-    assert json.loads(nodus(home, "spend", "--json").stdout)["month"]["unknown_runs"] == 0
+    assert json.loads(spend("--json").stdout)["month"]["unknown_runs"] == 0
